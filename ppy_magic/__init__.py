@@ -1,0 +1,38 @@
+"""ppy_magic: compile small PyTorch functions into ATen regions from a notebook.
+
+``%load_ext ppy_magic``, then a ``%%ppy`` cell compiles every ``@ppy.opt``
+function into one C++ extension that calls ``at::`` operators through the
+dispatcher: one Python round trip per call, autograd unchanged.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .build import toolchain_ready
+from .errors import BuildError, CompileError, PpyError
+from .region import PpyFallbackWarning, explain
+
+__all__ = [
+    "BuildError",
+    "CompileError",
+    "PpyError",
+    "PpyFallbackWarning",
+    "__version__",
+    "explain",
+    "load_ipython_extension",
+    "toolchain_ready",
+    "unload_ipython_extension",
+]
+
+
+def load_ipython_extension(ipython):  # noqa: ANN001 - IPython's hook
+    from .magic import load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython):  # noqa: ANN001
+    from .magic import unload
+
+    unload(ipython)

@@ -1,0 +1,75 @@
+"""The ``ppy`` command: run a file with its ``@ppy.opt`` functions compiled.
+
+    ppy FILE [ARGS...]        same as `ppy run FILE`
+    ppy run FILE [ARGS...]    run FILE as __main__; a file is compiled like one %%ppy cell
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import os
+import sys
+
+COMMANDS = ("run",)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ppy", description="Run Python files with @ppy.opt functions "
+                                "compiled into ATen regions.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    run = sub.add_parser("run", help="run FILE as __main__ with its regions compiled")
+    run.add_argument("file")
+    run.add_argument("args", nargs=argparse.REMAINDER)
+    run.add_argument("--strict", action="store_true", help="fail if a decorated function cannot be compiled")
+    run.add_argument("-f", "--force", action="store_true", help="rebuild even if cached")
+    run.add_argument("-q", "--quiet", action="store_true", help="do not print the build summary")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
+        argv.insert(0, "run")  # `ppy FILE` is `ppy run FILE`
+    args = _parser().parse_args(argv)
+    if args.command == "run":
+        return run_file(args.file, args.args, strict=args.strict, force=args.force, quiet=args.quiet)
+    _parser().print_help()
+    return 2
+
+
+def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = False,
+             quiet: bool = False) -> int:
+    from . import build, compiler
+    from .errors import PpyError
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            source = fh.read()
+    except OSError as exc:
+        print(f"ppy: cannot read {path}: {exc.strerror}", file=sys.stderr)
+        return 2
+    path = os.path.abspath(path)
+    namespace = {"__name__": "__main__", "__file__": path, "__builtins__": builtins, "__doc__": None,
+                 "__package__": None, "__spec__": None}
+    sys.argv = [path, *argv]
+    sys.path.insert(0, os.path.dirname(path))
+    main_module = type(sys)("__main__")
+    main_module.__dict__.update(namespace)
+    sys.modules["__main__"] = main_module
+    namespace = main_module.__dict__
+    try:
+        binder = compiler.compile_source(source, namespace, path, cache=build.shared_cache(), force=force,
+                                         strict=strict)
+    except PpyError as exc:
+        print(f"ppy: {exc}", file=sys.stderr)
+        return 1
+    if not quiet and binder.report.summary():
+        print(binder.report.summary(), file=sys.stderr)
+    code = compile(source, path, "exec")
+    compiler.run(code, namespace, binder)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""One cell (or file) from source to bound regions: front end -> codegen -> build -> bind.
+
+``compile_source`` does all the work that can happen before the code runs and
+returns a ``CellBinder``; running the code with the binder active (``run``)
+makes each ``@ppy.opt`` decorator return its region as its ``def`` executes.
+The magic and the command line both go through here.
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import build, codegen, decorator, frontend, region
+from .errors import BuildError, CompileError
+
+
+@dataclass
+class CellReport:
+    compiled: list[str] = field(default_factory=list)
+    python: list[tuple[str, str]] = field(default_factory=list)  # (function, reason)
+    build_source: str | None = None  # "memory", "disk" or "build"
+    build_seconds: float = 0.0
+    module_name: str | None = None
+    notes: list[str] = field(default_factory=list)
+    cpp: str | None = None
+
+    def summary(self) -> str:
+        lines = []
+        if self.compiled:
+            how = {"memory": "already built in this session", "disk": "loaded from the disk cache",
+                   "build": "built"}.get(self.build_source or "", self.build_source or "")
+            lines.append(f"ppy: {len(self.compiled)} region{'s' if len(self.compiled) != 1 else ''} "
+                         f"({', '.join(self.compiled)}) {how} in {self.build_seconds:.2f} s")
+        for name, reason in self.python:
+            lines.append(f"ppy: '{name}' stays Python: {reason}")
+        lines += [f"ppy: note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+Key = tuple[str, int]  # (function name, first line incl. decorators) == (co_name, co_firstlineno)
+
+
+@dataclass
+class CellBinder:
+    """Hands each decorated function its region when its ``def`` runs."""
+
+    filename: str
+    regions: dict[Key, codegen.RegionSpec]
+    failures: dict[Key, CompileError]
+    report: CellReport
+    module: Any = None
+    runtime: Any = None
+    strict: bool = False
+    bound: list[Any] = field(default_factory=list)
+
+    def bind(self, fn: Callable, level: int) -> Callable:
+        code = getattr(fn, "__code__", None)
+        key = (code.co_name, code.co_firstlineno) if code is not None else ("", 0)
+        if code is not None and code.co_filename != self.filename:
+            return fn  # defined elsewhere (an imported module): not ours to compile
+        if level == 0:
+            fn.__ppy_reason__ = "ppy.opt(0): never compiled"  # type: ignore[attr-defined]
+            return fn
+        spec = self.regions.get(key)
+        if spec is None:
+            err = self.failures.get(key)
+            reason = err.reason if err else _not_top_level_reason(fn)
+            fn.__ppy_reason__ = reason  # type: ignore[attr-defined]
+            if err is None:
+                self.report.python.append((fn.__qualname__, reason))
+            return fn
+        stale = _changed_globals(spec, fn)
+        if stale:
+            reason = (f"global '{stale}' changed between compiling and running the cell, "
+                      "so the compiled value would be wrong")
+            fn.__ppy_reason__ = reason  # type: ignore[attr-defined]
+            self.report.python.append((fn.__qualname__, reason))
+            return fn
+        reg = region.make_region(self.runtime, self.module, spec, fn, level)
+        self.bound.append(reg)
+        return reg
+
+
+def _not_top_level_reason(fn: Callable) -> str:
+    if "<locals>" in getattr(fn, "__qualname__", "") or "." in getattr(fn, "__qualname__", ""):
+        return "only top-level functions of a cell or file are compiled (this one is nested or a method)"
+    return "it was not found among the cell's top-level functions"
+
+
+def _changed_globals(spec: codegen.RegionSpec, fn: Callable) -> str | None:
+    g = getattr(fn, "__globals__", {})
+    for name, value in spec.frozen_globals.items():
+        if name not in g:
+            continue  # resolved from builtins or the source itself
+        now = g[name]
+        if now is value:
+            continue
+        if type(now) is type(value) and type(value) in (int, float, bool) and (
+                now == value or (value != value and now != now)):
+            continue
+        return name
+    return None
+
+
+def decorated_functions(tree: ast.Module, g: frontend.Globals):
+    """Top-level decorated functions (with their level) and decorated defs elsewhere."""
+    top, nested = [], []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        level = frontend.opt_level(node, g)
+        if level is None:
+            continue
+        (top if node in tree.body else nested).append((node, level))
+    return top, nested
+
+
+def compile_source(source: str, namespace: dict[str, Any], filename: str, *, cache: build.Cache,
+                   force: bool = False, strict: bool = False,
+                   on_build: Callable[[int], None] | None = None) -> CellBinder:
+    """Compile every top-level ``@ppy.opt`` function of `source`; build them as one module.
+
+    A function that cannot be compiled stays Python and the report says why
+    (with ``strict``, the first such function raises its CompileError instead).
+    A SyntaxError propagates: the source would not run either.
+    """
+    tree = ast.parse(source, filename)
+    lines = source.splitlines()
+    g = frontend.collect_globals(tree, namespace)
+    top, nested = decorated_functions(tree, g)
+    report = CellReport()
+    functions, failures = [], {}
+    for node, level in top:
+        key = (node.name, min([node.lineno] + [d.lineno for d in node.decorator_list]))
+        if level <= 0:
+            continue  # opt(0) or an invalid level: the decorator itself says so at run time
+        try:
+            if isinstance(node, ast.AsyncFunctionDef):
+                raise CompileError("an async function cannot be a region", _loc(node, filename), None,
+                                   node.name, lines[node.lineno - 1])
+            if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(node)):
+                raise CompileError("a generator cannot be a region", _loc(node, filename), None, node.name,
+                                   lines[node.lineno - 1])
+            others = [d for d in node.decorator_list if not frontend._is_opt_decorator(d, g)]
+            if others:
+                raise CompileError("a region cannot have other decorators", _loc(others[0], filename),
+                                   "Apply other decorators to a wrapper, or drop @ppy.opt.", node.name,
+                                   lines[others[0].lineno - 1])
+            functions.append(frontend.compile_function(node, g, filename, lines, level))
+        except CompileError as err:
+            if strict:
+                raise err.with_function(node.name) from None
+            failures[key] = err
+            report.python.append((node.name, err.reason))
+    for node, _level in nested:
+        key = (node.name, min([node.lineno] + [d.lineno for d in node.decorator_list]))
+        err = CompileError("only top-level functions of a cell or file are compiled", _loc(node, filename),
+                           "Move the function to the top level of the cell.", node.name, lines[node.lineno - 1])
+        if strict:
+            raise err
+        failures[key] = err
+        report.python.append((node.name, err.reason))
+
+    binder = CellBinder(filename, {}, failures, report, strict=strict)
+    if not functions:
+        return binder
+    code = codegen.generate(functions)
+    report.cpp = code.text
+    name = build.module_name("ppy_cell", code.text)
+    t0 = time.perf_counter()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            runtime_future = pool.submit(build.load_runtime, cache)
+            cell = cache.load(name, code.text, force=force,
+                              on_build=(lambda: on_build(len(functions))) if on_build else None)
+            runtime = runtime_future.result()
+        runtime.set_fallback_hook(region.FALLBACKS)
+    except BuildError as err:
+        if strict:
+            raise
+        reason = f"the C++ build failed: {err}"
+        for fn in functions:
+            report.python.append((fn.name, reason))
+            failures[(fn.name, fn.first_line)] = CompileError(reason)
+        report.notes.append(_first_lines(err.log))
+        return binder
+    finally:
+        report.notes += cache.notes
+        cache.notes.clear()
+    report.build_source = cell.source
+    report.build_seconds = time.perf_counter() - t0
+    report.module_name = cell.name
+    report.compiled = [fn.name for fn in functions]
+    binder.module = cell.module
+    binder.runtime = runtime
+    binder.regions = {(s.name, s.first_line): s for s in code.regions}
+    return binder
+
+
+def _first_lines(text: str, n: int = 20) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return "\n".join(lines[:n])
+
+
+def _loc(node: ast.AST, filename: str):
+    from .errors import Location
+
+    return Location(filename, node.lineno, node.col_offset)
+
+
+def run(code: Any, namespace: dict[str, Any], binder: CellBinder) -> None:
+    """Execute compiled code with `binder` active."""
+    token = decorator.activate(binder)
+    try:
+        exec(code, namespace)
+    finally:
+        decorator.deactivate(token)

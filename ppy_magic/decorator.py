@@ -1,0 +1,58 @@
+"""``ppy.opt(level)``: mark a function for compilation.
+
+In plain Python the decorator only marks the function. While a ``%%ppy`` cell
+or a ``ppy FILE`` run executes, a binder is active and the decorator returns
+the compiled region instead, so a region is bound as soon as its ``def`` ran.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any, Callable, Protocol
+
+MAX_LEVEL = 3
+DEFAULT_LEVEL = 3
+
+
+class Binder(Protocol):
+    def bind(self, fn: Callable, level: int) -> Callable: ...
+
+
+_active: contextvars.ContextVar[Binder | None] = contextvars.ContextVar("ppy_binder", default=None)
+
+
+def opt(level: Any = DEFAULT_LEVEL) -> Any:
+    """Mark a function to be compiled into an ATen region by ``%%ppy`` or ``ppy FILE``.
+
+    ``level`` is 0 (never compile) to 3; every level gives results bitwise
+    equal to eager. ``@ppy.opt`` without parentheses means ``@ppy.opt(3)``.
+    """
+    if callable(level) and not isinstance(level, type):
+        return opt(DEFAULT_LEVEL)(level)
+    if type(level) is not int:
+        raise TypeError(f"ppy.opt(level): level must be an int from 0 to {MAX_LEVEL}, "
+                        f"got {type(level).__name__} {level!r}; write @ppy.opt({DEFAULT_LEVEL})")
+    if not 0 <= level <= MAX_LEVEL:
+        raise ValueError(f"ppy.opt(level): level must be from 0 (never compile) to {MAX_LEVEL}, got {level}")
+
+    def mark(fn: Callable) -> Callable:
+        if not callable(fn):
+            raise TypeError(f"@ppy.opt({level}) decorates functions, not {type(fn).__name__}")
+        try:
+            fn.__ppy_opt__ = level  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):
+            pass
+        binder = _active.get()
+        if binder is not None:
+            return binder.bind(fn, level)
+        return fn
+
+    return mark
+
+
+def activate(binder: Binder) -> contextvars.Token:
+    return _active.set(binder)
+
+
+def deactivate(token: contextvars.Token) -> None:
+    _active.reset(token)

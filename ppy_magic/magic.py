@@ -1,0 +1,218 @@
+"""The IPython side: ``%%ppy`` and ``%ppy_cache``. IPython is imported only here.
+
+Parse options -> compile and build (``compiler``) -> run the cell with the
+binder active -> one summary line. The magics class is a traitlets
+``Configurable``, so ``%config PpyMagics`` lists and sets its options.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Bool, Int, Unicode
+
+from . import build, compiler, region
+from .errors import BuildError, CompileError
+
+
+@magics_class
+class PpyMagics(Magics):
+    """Compile ``@ppy.opt`` functions of a cell into ATen regions."""
+
+    strict = Bool(False, help="Raise instead of leaving a function Python when it cannot be compiled.").tag(
+        config=True)
+    verbose = Bool(False, help="Show the generated C++ and the build outcome after each %%ppy cell.").tag(
+        config=True)
+    cache_dir = Unicode("", help="Where built extensions are cached (default: $PPY_CACHE_DIR, else "
+                                 "$XDG_CACHE_HOME/ppy_magic or ~/.cache/ppy_magic).").tag(config=True)
+    show_build_status = Bool(True, help="Show a live 'building ...' line while a cell builds.").tag(config=True)
+    default_level = Int(3, help="The level of a bare @ppy.opt (0 never compiles; 1-3 compile).").tag(config=True)
+    warn_fallback = Bool(False, help="Warn once per function and reason when a region runs its Python "
+                                     "body because a guard failed.").tag(config=True)
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self._cache: build.Cache | None = None
+        self.observe(self._on_warn_fallback, names=["warn_fallback"])
+
+    def _on_warn_fallback(self, change: dict) -> None:
+        region.FALLBACKS.warn = bool(change["new"])
+
+    @property
+    def cache(self) -> build.Cache:
+        root = self.cache_dir or build.default_cache_dir()
+        if self._cache is None or self._cache.root != os.path.abspath(root):
+            self._cache = build.shared_cache(root)
+        return self._cache
+
+    # -- %%ppy ------------------------------------------------------------------
+    @magic_arguments()
+    @argument("-f", "--force", action="store_true", help="Rebuild even if this cell is cached.")
+    @argument("--strict", action="store_true",
+              help="Raise a located CompileError for a function that cannot be compiled, instead of "
+                   "leaving it Python.")
+    @argument("-v", "--verbose", action="store_true", help="Show the generated C++ and how it was built.")
+    @cell_magic
+    def ppy(self, line: str, cell: str) -> None:
+        """Run the cell, compiling each top-level ``@ppy.opt(N)`` function into an ATen region.
+
+        All regions of the cell go into one C++ extension (one build, cached in
+        memory for this kernel and on disk across kernels). Each region is bound
+        when its ``def`` runs, so later code in the same cell already calls it.
+        A function that cannot be compiled stays Python and the output says why.
+        """
+        args = self._parse(self.ppy, line)
+        strict = args.strict or self.strict
+        verbose = args.verbose or self.verbose
+        shell = self.shell
+        # A leading blank line keeps line numbers as the user sees them: line 1 is `%%ppy`.
+        source = "\n" + shell.transform_cell(cell)
+        filename = shell.compile.cache(source, shell.execution_count, raw_code=cell)
+        status = _Status(self.show_build_status)
+        try:
+            binder = compiler.compile_source(source, shell.user_ns, filename, cache=self.cache,
+                                             force=args.force, strict=strict, on_build=status.start)
+        except SyntaxError:
+            status.stop()
+            shell.showsyntaxerror(filename)
+            raise _Quiet() from None
+        except (CompileError, BuildError):
+            status.stop()
+            raise
+        status.stop()
+        report = binder.report
+        code = shell.compile(source, filename, "exec")
+        try:
+            compiler.run(code, shell.user_ns, binder)
+        except BaseException as exc:
+            _trim_traceback(shell, exc, filename)
+            raise
+        finally:
+            status.show(report.summary())
+            if verbose and report.cpp:
+                print(f"ppy: module {report.module_name}; flags {' '.join(build.CFLAGS)}")
+                print(report.cpp)
+
+    # -- %ppy_cache ----------------------------------------------------------------
+    @line_magic
+    def ppy_cache(self, line: str) -> None:
+        """%ppy_cache [info|clear]: show or empty the cache of built regions.
+
+        ``clear`` removes built modules from disk and memory; regions already
+        bound keep working (their code stays loaded in this kernel).
+        """
+        action = line.strip() or "info"
+        if action == "info":
+            print(self.cache.info())
+        elif action == "clear":
+            print(self.cache.clear())
+        else:
+            raise UsageError(f"%ppy_cache: unknown action {action!r}; use 'info' or 'clear'")
+
+    def _parse(self, func: Any, line: str) -> Any:
+        try:
+            return parse_argstring(func, line)
+        except UsageError:
+            raise
+        except SystemExit:  # argparse on a bad flag
+            raise UsageError(f"bad options: {line!r}; see %%ppy?") from None
+
+
+class _Quiet(Exception):
+    """The error was already shown (a SyntaxError in the cell)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return []
+
+
+def _trim_traceback(shell: Any, exc: BaseException, filename: str) -> None:
+    """Show the user's own frames only, starting at the cell, when IPython renders `exc`."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    if tb is None or hasattr(exc, "_render_traceback_"):
+        return
+    try:
+        stb = shell.InteractiveTB.structured_traceback(type(exc), exc, tb, tb_offset=0)
+        shown = "\n".join(stb)
+        stb += [note for note in getattr(exc, "__notes__", ()) if note not in shown]  # older IPython omits notes
+        exc._render_traceback_ = lambda: stb  # type: ignore[attr-defined]
+    except Exception:  # an exception type that refuses attributes: keep IPython's rendering
+        pass
+
+
+class _Status:
+    """A live 'building N regions ... 3 s' line, replaced by the final summary."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.handle = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = 0.0
+
+    def start(self, n: int) -> None:
+        if not self.enabled:
+            return
+        from IPython.display import display
+
+        self._t0 = time.perf_counter()
+        what = f"{n} region{'s' if n != 1 else ''}"
+        self.handle = display({"text/plain": f"ppy: building {what} ..."}, raw=True, display_id=True)
+
+        def tick() -> None:
+            while not self._stop.wait(1.0):
+                secs = time.perf_counter() - self._t0
+                if self.handle is not None:
+                    self.handle.update({"text/plain": f"ppy: building {what} ... {secs:.0f} s"}, raw=True)
+
+        self._thread = threading.Thread(target=tick, name="ppy-build-status", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def show(self, text: str) -> None:
+        if not text:
+            if self.handle is not None:
+                self.handle.update({"text/plain": ""}, raw=True)
+            return
+        if self.handle is not None:
+            self.handle.update({"text/plain": text}, raw=True)
+        else:
+            print(text, file=sys.stdout)
+
+
+_loaded: dict[int, PpyMagics] = {}
+
+
+def load(ipython: Any) -> None:
+    if id(ipython) in _loaded:
+        return
+    magics = PpyMagics(shell=ipython, parent=ipython)
+    ipython.register_magics(magics)
+    ipython.configurables.append(magics)
+    _loaded[id(ipython)] = magics
+
+
+def unload(ipython: Any) -> None:
+    magics = _loaded.pop(id(ipython), None)
+    if magics is None:
+        return
+    for kind in ("cell", "line"):
+        table = ipython.magics_manager.magics[kind]
+        for name, fn in list(table.items()):
+            if getattr(fn, "__self__", None) is magics:
+                del table[name]
+    if magics in ipython.configurables:
+        ipython.configurables.remove(magics)

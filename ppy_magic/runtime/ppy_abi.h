@@ -1,0 +1,47 @@
+// The contract between the runtime (RegionFunction, built once per toolchain)
+// and the per-cell region translation units (built per cell, ATen headers only).
+// Both sides include this header; bump kAbiVersion on any layout change.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
+#include <cstdint>
+#include <vector>
+
+namespace ppy {
+
+constexpr int kAbiVersion = 1;
+
+// One call argument, filled by the runtime from the Python argument according
+// to the parameter's kind letter (see region.py: ARG_KINDS).
+struct Arg {
+  const at::Tensor* t = nullptr;                 // 'T', and 'O' when not None
+  const std::vector<at::Tensor>* tl = nullptr;   // 'L'
+  double f = 0.0;                                // 'f'
+  int64_t i = 0;                                 // 'i', 'b'
+  const char* s = nullptr;                       // 's' (UTF-8)
+  bool none = false;                             // 'O', 'N'
+};
+
+// Results in the order the return spec names them: tensors in `t`, floats in
+// `f`, ints and bools in `i`. `line` is the Python line that raised, if any.
+struct Out {
+  c10::SmallVector<at::Tensor, 4> t;
+  c10::SmallVector<double, 2> f;
+  c10::SmallVector<int64_t, 2> i;
+  int line = 0;
+};
+
+using Entry = void (*)(const Arg* args, Out* out);
+
+struct RegionInfo {
+  const char* name;
+  Entry entry;
+};
+
+struct RegionTable {
+  int abi_version;
+  int count;
+  const RegionInfo* regions;
+};
+
+}  // namespace ppy

@@ -1,0 +1,497 @@
+// The ppy runtime: the RegionFunction type that stands in for a compiled
+// Python function. Built once per (torch, Python, compiler) and cached; the
+// per-cell region translation units never include Python or pybind headers
+// beyond Python.h, so they stay cheap to compile.
+//
+// A call: guard (exact tensor types, no TorchFunctionMode, device types the
+// region was built for, argument kinds as compiled) -> ONE call into the
+// region's C++ entry with the GIL released -> results wrapped. When the guard
+// fails the Python function runs instead and the fallback is counted.
+#include <Python.h>
+#include <structmember.h>
+
+#include <ATen/PythonTorchFunctionTLS.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ppy_abi.h"
+
+#ifndef TORCH_EXTENSION_NAME
+#error "TORCH_EXTENSION_NAME must name this module"
+#endif
+#define PPY_CAT_(a, b) a##b
+#define PPY_CAT(a, b) PPY_CAT_(a, b)
+#define PPY_STR_(a) #a
+#define PPY_STR(a) PPY_STR_(a)
+
+namespace {
+
+constexpr Py_ssize_t kMaxArgs = 64;
+// Calls whose tensor arguments hold at least this many elements in all run
+// with the GIL released.
+constexpr int64_t kReleaseGilElements = 1 << 16;
+
+PyObject* g_fallback_hook = nullptr;  // callable(region, reason) or nullptr
+
+struct RegionFunction {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* dict;        // __dict__: __wrapped__, __name__, __doc__, ...
+  PyObject* func;        // the Python function (fallback)
+  PyObject* owner;       // the region module: keeps the .so loaded
+  PyObject* param_names; // tuple of str
+  PyObject* defaults;    // tuple: values for the last len(defaults) params
+  PyObject* line_notes;  // dict: line -> "region 'f', line L: <source>"
+  PyObject* result_types;// tuple of structseq types named by 'R<k>' in ret
+  PyObject* last_reason; // str or None
+  ppy::Entry entry;
+  std::string* kinds;    // one letter per parameter
+  std::string* ret;      // return spec
+  uint64_t device_mask;  // bit per c10::DeviceType the region was built for
+  bool has_list;         // some parameter is a tensor list ('L')
+  Py_ssize_t calls;
+  Py_ssize_t fallbacks;
+};
+
+// ---- building results ------------------------------------------------------
+
+struct OutCursor {
+  ppy::Out& out;
+  size_t t = 0, f = 0, i = 0;
+};
+
+PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur);
+
+PyObject* build_items(RegionFunction* self, const char*& spec, OutCursor& cur) {
+  // spec points just after '('; reads items up to the matching ')'.
+  PyObject* items = PyList_New(0);
+  if (!items) return nullptr;
+  while (*spec && *spec != ')') {
+    PyObject* item = build_result(self, spec, cur);
+    if (!item || PyList_Append(items, item) < 0) {
+      Py_XDECREF(item);
+      Py_DECREF(items);
+      return nullptr;
+    }
+    Py_DECREF(item);
+  }
+  if (*spec == ')') ++spec;
+  return items;
+}
+
+PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur) {
+  const char c = *spec++;
+  switch (c) {
+    case 'T':
+      return THPVariable_Wrap(std::move(cur.out.t[cur.t++]));
+    case 'f':
+      return PyFloat_FromDouble(cur.out.f[cur.f++]);
+    case 'i':
+      return PyLong_FromLongLong(cur.out.i[cur.i++]);
+    case 'b':
+      return PyBool_FromLong(static_cast<long>(cur.out.i[cur.i++]));
+    case 'N':
+      Py_RETURN_NONE;
+    case 'V': {  // a tuple of as many tensors as the next int says
+      const int64_t n = cur.out.i[cur.i++];
+      PyObject* tup = PyTuple_New(n);
+      if (!tup) return nullptr;
+      for (int64_t k = 0; k < n; ++k) {
+        PyObject* v = THPVariable_Wrap(std::move(cur.out.t[cur.t++]));
+        if (!v) { Py_DECREF(tup); return nullptr; }
+        PyTuple_SET_ITEM(tup, k, v);
+      }
+      return tup;
+    }
+    case '(': {
+      PyObject* items = build_items(self, spec, cur);
+      if (!items) return nullptr;
+      PyObject* tup = PyList_AsTuple(items);
+      Py_DECREF(items);
+      return tup;
+    }
+    case 'R': {  // R<digit>( ... ): a torch.return_types structseq
+      const int k = *spec++ - '0';
+      if (*spec++ != '(') break;
+      PyObject* items = build_items(self, spec, cur);
+      if (!items) return nullptr;
+      PyTypeObject* tp = (PyTypeObject*)PyTuple_GET_ITEM(self->result_types, k);
+      PyObject* seq = PyStructSequence_New(tp);
+      if (seq) {
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(items); ++j) {
+          PyObject* v = PyList_GET_ITEM(items, j);
+          Py_INCREF(v);
+          PyStructSequence_SetItem(seq, j, v);
+        }
+      }
+      Py_DECREF(items);
+      return seq;
+    }
+    default:
+      break;
+  }
+  PyErr_Format(PyExc_SystemError, "ppy: bad return spec '%s'", self->ret->c_str());
+  return nullptr;
+}
+
+// ---- the call ---------------------------------------------------------------
+
+PyObject* fall_back(RegionFunction* self, const char* reason, PyObject* const* args,
+                    size_t nargsf, PyObject* kwnames) {
+  self->fallbacks++;
+  PyObject* r = PyUnicode_FromString(reason);
+  if (r) Py_XSETREF(self->last_reason, r);
+  if (g_fallback_hook && r) {
+    PyObject* res = PyObject_CallFunctionObjArgs(g_fallback_hook, (PyObject*)self, r, nullptr);
+    if (!res) return nullptr;  // the hook raised (e.g. warnings as errors)
+    Py_DECREF(res);
+  }
+  return PyObject_Vectorcall(self->func, args, nargsf, kwnames);
+}
+
+void add_line_note(RegionFunction* self, int line) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (value && line > 0) {
+    PyObject* key = PyLong_FromLong(line);
+    PyObject* note = key ? PyDict_GetItemWithError(self->line_notes, key) : nullptr;
+    Py_XDECREF(key);
+    if (note) {
+      PyObject* res = PyObject_CallMethod(value, "add_note", "O", note);
+      Py_XDECREF(res);
+    }
+    PyErr_Clear();  // a failed note must not replace the real error
+  }
+  if (tb) PyException_SetTraceback(value, tb);
+  PyErr_Restore(type, value, tb);
+}
+
+PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf,
+                            PyObject* kwnames) {
+  auto* self = reinterpret_cast<RegionFunction*>(callable);
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  const std::string& kinds = *self->kinds;
+  const Py_ssize_t nparams = static_cast<Py_ssize_t>(kinds.size());
+  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+
+  // Bind positional and keyword arguments to parameter slots; anything
+  // Python would reject (arity, unknown or repeated keyword) runs the Python
+  // function so the user sees Python's own TypeError.
+  if (nargs > nparams || nparams > kMaxArgs)
+    return fall_back(self, "arity differs from the compiled signature", args, nargsf, kwnames);
+  PyObject* bound[kMaxArgs];
+  for (Py_ssize_t k = 0; k < nparams; ++k) bound[k] = k < nargs ? args[k] : nullptr;
+  for (Py_ssize_t k = 0; k < nkw; ++k) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, k);
+    Py_ssize_t slot = -1;
+    for (Py_ssize_t p = 0; p < nparams; ++p) {
+      PyObject* pname = PyTuple_GET_ITEM(self->param_names, p);
+      if (pname == key || PyUnicode_Compare(pname, key) == 0) { slot = p; break; }
+    }
+    if (slot < 0 || bound[slot])
+      return fall_back(self, "keyword arguments do not match the signature", args, nargsf, kwnames);
+    bound[slot] = args[nargs + k];
+  }
+  const Py_ssize_t ndefaults = PyTuple_GET_SIZE(self->defaults);
+  for (Py_ssize_t p = 0; p < nparams; ++p) {
+    if (bound[p]) continue;
+    const Py_ssize_t d = p - (nparams - ndefaults);
+    if (d < 0)
+      return fall_back(self, "arity differs from the compiled signature", args, nargsf, kwnames);
+    bound[p] = PyTuple_GET_ITEM(self->defaults, d);
+  }
+
+  if (at::impl::torch_function_mode_enabled())
+    return fall_back(self, "a TorchFunctionMode is active", args, nargsf, kwnames);
+
+  c10::SmallVector<ppy::Arg, 8> cargs(nparams);
+  // Only regions with tensor-list parameters pay for the vectors.
+  std::unique_ptr<std::vector<at::Tensor>[]> lists;
+  if (self->has_list) lists.reset(new std::vector<at::Tensor>[nparams]);
+  const char* reason = nullptr;
+  int64_t work = 0;  // elements in all tensor arguments
+  auto check_tensor = [&](PyObject* o) -> const at::Tensor* {
+    if (!THPVariable_CheckExact(o)) {
+      reason = THPVariable_Check(o) ? "a tensor argument is a subclass of torch.Tensor"
+                                    : "an argument is not a torch.Tensor";
+      return nullptr;
+    }
+    const at::Tensor& t = THPVariable_Unpack(o);
+    if (t.layout() == c10::kStrided) work += t.unsafeGetTensorImpl()->numel();
+    if (!((self->device_mask >> static_cast<int>(t.device().type())) & 1)) {
+      reason = "a tensor is on a device type the region was not built for";
+      return nullptr;
+    }
+    return &t;
+  };
+  for (Py_ssize_t p = 0; p < nparams && !reason; ++p) {
+    PyObject* o = bound[p];
+    ppy::Arg& a = cargs[p];
+    switch (kinds[p]) {
+      case 'T':
+        a.t = check_tensor(o);
+        break;
+      case 'O':
+        if (o == Py_None) a.none = true;
+        else a.t = check_tensor(o);
+        break;
+      case 'f':
+        if (PyFloat_CheckExact(o)) a.f = PyFloat_AS_DOUBLE(o);
+        else reason = "a float argument is not exactly a Python float";
+        break;
+      case 'i': {
+        if (!PyLong_CheckExact(o)) { reason = "an int argument is not exactly a Python int"; break; }
+        int overflow = 0;
+        a.i = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow) reason = "an int argument does not fit in 64 bits";
+        break;
+      }
+      case 'b':
+        if (PyBool_Check(o)) a.i = (o == Py_True);
+        else reason = "a bool argument is not a Python bool";
+        break;
+      case 's':
+        if (PyUnicode_CheckExact(o)) a.s = PyUnicode_AsUTF8(o);
+        if (!a.s) { PyErr_Clear(); reason = "a str argument is not a Python str"; }
+        break;
+      case 'N':
+        if (o == Py_None) a.none = true;
+        else reason = "an argument compiled as None is not None";
+        break;
+      case 'L': {
+        if (!PyList_CheckExact(o) && !PyTuple_CheckExact(o)) {
+          reason = "a tensor-list argument is not a list or tuple";
+          break;
+        }
+        PyObject* seq = o;
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        lists[p].reserve(n);
+        for (Py_ssize_t j = 0; j < n && !reason; ++j) {
+          const at::Tensor* t = check_tensor(PySequence_Fast_GET_ITEM(seq, j));
+          if (t) lists[p].push_back(*t);
+        }
+        a.tl = &lists[p];
+        break;
+      }
+      default:
+        reason = "internal: unknown parameter kind";
+    }
+  }
+  if (reason) return fall_back(self, reason, args, nargsf, kwnames);
+
+  self->calls++;
+  ppy::Out out;
+  bool failed = false;
+  if (work < kReleaseGilElements) {
+    // Small inputs: releasing and re-taking the GIL would cost more than the
+    // ops themselves (measured: ~0.2 us of a 2.6 us call).
+    try {
+      self->entry(cargs.data(), &out);
+    } catch (...) {
+      failed = true;
+      torch::translate_exception_to_python(std::current_exception());
+    }
+  } else {
+    // Large inputs: let other Python threads run meanwhile, as eager does per op.
+    Py_BEGIN_ALLOW_THREADS
+    try {
+      self->entry(cargs.data(), &out);
+    } catch (...) {
+      failed = true;
+      PyGILState_STATE st = PyGILState_Ensure();  // translation needs the GIL
+      torch::translate_exception_to_python(std::current_exception());
+      PyGILState_Release(st);
+    }
+    Py_END_ALLOW_THREADS
+  }
+  if (failed) {
+    add_line_note(self, out.line);
+    return nullptr;
+  }
+  OutCursor cur{out};
+  const char* spec = self->ret->c_str();
+  return build_result(self, spec, cur);
+}
+
+// ---- the type ------------------------------------------------------------------
+
+int region_traverse(RegionFunction* self, visitproc visit, void* arg) {
+  Py_VISIT(self->dict);
+  Py_VISIT(self->func);
+  Py_VISIT(self->owner);
+  Py_VISIT(self->param_names);
+  Py_VISIT(self->defaults);
+  Py_VISIT(self->line_notes);
+  Py_VISIT(self->result_types);
+  Py_VISIT(self->last_reason);
+  return 0;
+}
+
+int region_clear(RegionFunction* self) {
+  Py_CLEAR(self->dict);
+  Py_CLEAR(self->func);
+  Py_CLEAR(self->owner);
+  Py_CLEAR(self->param_names);
+  Py_CLEAR(self->defaults);
+  Py_CLEAR(self->line_notes);
+  Py_CLEAR(self->result_types);
+  Py_CLEAR(self->last_reason);
+  return 0;
+}
+
+void region_dealloc(RegionFunction* self) {
+  PyObject_GC_UnTrack(self);
+  region_clear(self);
+  delete self->kinds;
+  delete self->ret;
+  Py_TYPE(self)->tp_free((PyObject*)self);
+}
+
+PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
+  static const char* kw[] = {"func", "owner", "index", "kinds", "ret", "device_mask",
+                             "param_names", "defaults", "line_notes", "result_types", nullptr};
+  PyObject *func, *owner, *param_names, *defaults, *line_notes, *result_types;
+  int index;
+  const char *kinds, *ret;
+  unsigned long long mask;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOissKO!O!O!O!", const_cast<char**>(kw), &func,
+                                   &owner, &index, &kinds, &ret, &mask, &PyTuple_Type, &param_names,
+                                   &PyTuple_Type, &defaults, &PyDict_Type, &line_notes,
+                                   &PyTuple_Type, &result_types))
+    return nullptr;
+  if (!PyCallable_Check(func)) {
+    PyErr_SetString(PyExc_TypeError, "func must be callable");
+    return nullptr;
+  }
+  if (static_cast<Py_ssize_t>(std::strlen(kinds)) != PyTuple_GET_SIZE(param_names) ||
+      PyTuple_GET_SIZE(defaults) > PyTuple_GET_SIZE(param_names) ||
+      static_cast<Py_ssize_t>(std::strlen(kinds)) > kMaxArgs) {
+    PyErr_SetString(PyExc_ValueError, "kinds, param_names and defaults disagree");
+    return nullptr;
+  }
+  PyObject* capsule = PyObject_GetAttrString(owner, "__ppy_regions__");
+  if (!capsule) return nullptr;
+  auto* table = static_cast<const ppy::RegionTable*>(PyCapsule_GetPointer(capsule, "ppy.RegionTable"));
+  Py_DECREF(capsule);
+  if (!table) return nullptr;
+  if (table->abi_version != ppy::kAbiVersion) {
+    PyErr_Format(PyExc_ImportError, "region module ABI %d, runtime ABI %d", table->abi_version,
+                 ppy::kAbiVersion);
+    return nullptr;
+  }
+  if (index < 0 || index >= table->count) {
+    PyErr_SetString(PyExc_IndexError, "region index out of range");
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<RegionFunction*>(type->tp_alloc(type, 0));
+  if (!self) return nullptr;
+  self->vectorcall = region_vectorcall;
+  self->dict = PyDict_New();
+  Py_INCREF(func); self->func = func;
+  Py_INCREF(owner); self->owner = owner;
+  Py_INCREF(param_names); self->param_names = param_names;
+  Py_INCREF(defaults); self->defaults = defaults;
+  Py_INCREF(line_notes); self->line_notes = line_notes;
+  Py_INCREF(result_types); self->result_types = result_types;
+  Py_INCREF(Py_None); self->last_reason = Py_None;
+  self->entry = table->regions[index].entry;
+  self->kinds = new std::string(kinds);
+  self->ret = new std::string(ret);
+  self->device_mask = mask;
+  self->has_list = std::strchr(kinds, 'L') != nullptr;
+  if (!self->dict) { Py_DECREF(self); return nullptr; }
+  return (PyObject*)self;
+}
+
+PyObject* region_repr(RegionFunction* self) {
+  PyObject* name = self->dict ? PyDict_GetItemString(self->dict, "__qualname__") : nullptr;
+  if (name) return PyUnicode_FromFormat("<ppy region %U>", name);
+  return PyUnicode_FromString("<ppy region>");
+}
+
+PyObject* region_get_region_flag(PyObject*, void*) { Py_RETURN_TRUE; }
+
+PyMemberDef region_members[] = {
+    {"calls", T_PYSSIZET, offsetof(RegionFunction, calls), READONLY,
+     "calls that ran the region"},
+    {"fallbacks", T_PYSSIZET, offsetof(RegionFunction, fallbacks), READONLY,
+     "calls that ran the Python function because a guard failed"},
+    {"last_fallback_reason", T_OBJECT, offsetof(RegionFunction, last_reason), READONLY,
+     "why the most recent fallback happened (None if none)"},
+    {nullptr}};
+
+PyGetSetDef region_getset[] = {
+    {"__ppy_region__", region_get_region_flag, nullptr, "True: this callable runs an ATen region",
+     nullptr},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
+    {nullptr}};
+
+PyTypeObject RegionFunctionType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+PyObject* set_fallback_hook(PyObject*, PyObject* hook) {
+  if (hook != Py_None && !PyCallable_Check(hook)) {
+    PyErr_SetString(PyExc_TypeError, "hook must be callable or None");
+    return nullptr;
+  }
+  Py_XDECREF(g_fallback_hook);
+  g_fallback_hook = hook == Py_None ? nullptr : (Py_INCREF(hook), hook);
+  Py_RETURN_NONE;
+}
+
+PyObject* reset_counters(PyObject*, PyObject* obj) {
+  if (!PyObject_TypeCheck(obj, &RegionFunctionType)) {
+    PyErr_SetString(PyExc_TypeError, "expected a RegionFunction");
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<RegionFunction*>(obj);
+  self->calls = 0;
+  self->fallbacks = 0;
+  Py_INCREF(Py_None);
+  Py_XSETREF(self->last_reason, Py_None);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef module_methods[] = {
+    {"set_fallback_hook", set_fallback_hook, METH_O,
+     "set_fallback_hook(callable | None): called as hook(region, reason) on each fallback"},
+    {"reset_counters", reset_counters, METH_O, "reset_counters(region): zero calls and fallbacks"},
+    {nullptr}};
+
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, PPY_STR(TORCH_EXTENSION_NAME),
+                          "ppy runtime: the RegionFunction type", -1, module_methods};
+
+}  // namespace
+
+PyMODINIT_FUNC PPY_CAT(PyInit_, TORCH_EXTENSION_NAME)(void) {
+  RegionFunctionType.tp_name = "ppy_magic.RegionFunction";
+  RegionFunctionType.tp_basicsize = sizeof(RegionFunction);
+  RegionFunctionType.tp_flags =
+      Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL;
+  RegionFunctionType.tp_doc = "A Python function compiled into an ATen region.";
+  RegionFunctionType.tp_new = region_new;
+  RegionFunctionType.tp_dealloc = (destructor)region_dealloc;
+  RegionFunctionType.tp_traverse = (traverseproc)region_traverse;
+  RegionFunctionType.tp_clear = (inquiry)region_clear;
+  RegionFunctionType.tp_repr = (reprfunc)region_repr;
+  RegionFunctionType.tp_call = PyVectorcall_Call;
+  RegionFunctionType.tp_vectorcall_offset = offsetof(RegionFunction, vectorcall);
+  RegionFunctionType.tp_dictoffset = offsetof(RegionFunction, dict);
+  RegionFunctionType.tp_members = region_members;
+  RegionFunctionType.tp_getset = region_getset;
+  if (PyType_Ready(&RegionFunctionType) < 0) return nullptr;
+  PyObject* m = PyModule_Create(&module_def);
+  if (!m) return nullptr;
+  Py_INCREF(&RegionFunctionType);
+  if (PyModule_AddObject(m, "RegionFunction", (PyObject*)&RegionFunctionType) < 0 ||
+      PyModule_AddIntConstant(m, "ABI_VERSION", ppy::kAbiVersion) < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
+}
