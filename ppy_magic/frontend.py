@@ -392,7 +392,7 @@ class FunctionCompiler(ast.NodeVisitor):
             spec = ops.METHODS.get(func.attr)
             if spec is None:
                 raise self.error(func, f"Tensor method `.{func.attr}()` is not in the region op table",
-                                 "See ppy_magic.ops.CURATED for what regions can call.")
+                                 "ppy_magic.supported_ops() lists what regions can call.")
             return self._call(node, spec, [receiver] + args, kwargs, method=True, display=f"Tensor.{func.attr}")
         obj = _static_value(func, self.g)
         if obj is None:
@@ -401,7 +401,7 @@ class FunctionCompiler(ast.NodeVisitor):
         spec = ops.function_spec(obj)
         if spec is None:
             raise self.error(func, f"`{ast.unparse(func)}` is not in the region op table",
-                             "Regions call curated torch operators; see ppy_magic.ops.CURATED.")
+                             "ppy_magic.supported_ops() lists what regions can call.")
         self._freeze_root(func)
         return self._call(node, spec, args, kwargs, method=False, display=ast.unparse(func))
 
