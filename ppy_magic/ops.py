@@ -1,40 +1,63 @@
-"""The curated op table: Python callables, methods and operators -> ATen overloads.
+"""The op table: Python callables, Tensor methods and operators -> ATen overloads.
 
-One entry per op name; the ATen schema (``schemas.py``) supplies argument names,
-types, defaults and the C++ entry point, so adding an op is adding its name to
-``CURATED``. Overloads are resolved by argument kinds the way PyTorch's Python
-argument parser resolves them, so a region makes the same ``at::`` calls eager does.
+The table is derived from PyTorch itself. PyTorch's C bindings
+(``torch._C._VariableFunctions``, ``_nn``, ``_linalg``, ``_special``, ``_fft`` and
+``TensorBase``'s methods) are generated from the same ATen schemas a region
+calls, so every binding whose name has callable ATen overloads maps to them
+one to one. Python-level wrappers with logic of their own (``F.softmax``,
+``Tensor.split``, ...) are reproduced by small adapters (``adapters.py``).
+Overloads are resolved by argument kinds the way PyTorch's Python argument
+parser resolves them, so a region makes the same ``at::`` calls eager does.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from . import ir
 from .schemas import Overload, SchemaArg, overloads
 
-# ATen ops reachable as torch.<name>, torch.nn.functional.<name> and Tensor.<name>.
-CURATED: tuple[str, ...] = (
-    "matmul", "add", "sub", "mul", "div", "relu", "tanh", "sigmoid", "exp", "neg",
-    "reciprocal", "rsub", "positive",
-)
-
 # PyTorch's Python argument parser lets a Python number stand for a Tensor
-# argument only for these ops, and hides their `.Scalar` overloads: eager wraps
-# the number in a 0-dim "wrapped number" tensor and calls the Tensor overload.
+# argument only for these ops (python_arg_parser.cpp), and their `.Scalar`
+# overloads have no Python binding: eager wraps the number in a 0-dim
+# "wrapped number" tensor and calls the Tensor overload.
 NUMBERS_AS_TENSORS = frozenset({
-    "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "true_divide", "true_divide_",
-    "floor_divide", "floor_divide_", "rsub",
+    "add", "add_", "sub", "sub_", "subtract", "subtract_", "mul", "mul_", "multiply", "multiply_",
+    "div", "div_", "divide", "divide_", "true_divide", "true_divide_", "floor_divide", "floor_divide_",
+    "rsub",
 })
+
+# Bindings that look generated but carry Python-level logic, or return values a
+# region cannot represent exactly: never mapped directly.
+EXCLUDED = frozenset({
+    "item", "tolist", "numpy", "data_ptr", "backward", "register_hook", "retain_grad", "requires_grad_",
+    "set_", "storage", "untyped_storage", "is_nonzero", "equal", "allclose", "is_same_size",
+    "result_type", "can_cast", "promote_types", "__and__", "__or__", "__xor__", "__lshift__", "__rshift__",
+    "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "size", "stride", "dim", "numel",
+    "data", "type", "to_dense", "element_size", "get_device", "is_contiguous", "is_floating_point",
+    "is_complex", "is_signed", "nonzero_static", "resize_", "resize_as_", "record_stream", "share_memory_",
+    "pin_memory", "is_pinned", "to_sparse", "_values", "_indices", "values", "indices", "q_scale",
+})
+
+# Binding namespaces and the prefix their ATen names carry.
+_BINDINGS = (
+    ("_VariableFunctions", ""),
+    ("_nn", ""),
+    ("_linalg", ""),
+    ("_special", ""),
+    ("_fft", ""),
+)
 
 
 @dataclass(frozen=True)
 class OpSpec:
     aten: str
+    python_name: str = ""
 
     @property
     def numbers_as_tensors(self) -> bool:
@@ -47,77 +70,154 @@ class OpSpec:
         return found
 
 
-def _build_tables() -> tuple[dict[int, tuple[object, OpSpec]], dict[str, OpSpec]]:
+def _usable(name: str) -> bool:
+    return not name.startswith("__") and name not in EXCLUDED and bool(overloads(name))
+
+
+@functools.lru_cache(maxsize=None)
+def _tables() -> tuple[dict[int, tuple[object, OpSpec]], dict[str, OpSpec]]:
     functions: dict[int, tuple[object, OpSpec]] = {}
+    for module_name, _prefix in _BINDINGS:
+        module = getattr(torch._C, module_name, None)
+        if module is None:
+            continue
+        for name in dir(module):
+            obj = getattr(module, name)
+            if callable(obj) and _usable(name):
+                functions[id(obj)] = (obj, OpSpec(name, name))
     methods: dict[str, OpSpec] = {}
-    for name in CURATED:
-        spec = OpSpec(name)
-        if not spec.candidates():
-            raise RuntimeError(f"op table: aten::{name} has no callable overload")
-        for namespace in (torch, F, torch.special, torch.linalg):
-            fn = getattr(namespace, name, None)
-            if fn is not None and callable(fn):
-                functions[id(fn)] = (fn, spec)  # the object is kept so its id stays unique
-        if hasattr(torch.Tensor, name):
-            methods[name] = spec
+    base = torch._C.TensorBase
+    for name in dir(base):
+        if not _usable(name):
+            continue
+        own = getattr(torch.Tensor, name, None)
+        if own is getattr(base, name) and type(own).__name__ == "method_descriptor":
+            methods[name] = OpSpec(name, f"Tensor.{name}")
     return functions, methods
 
 
-FUNCTIONS, METHODS = _build_tables()
-
-
 def function_spec(obj: object) -> OpSpec | None:
-    entry = FUNCTIONS.get(id(obj))
+    entry = _tables()[0].get(id(obj))
     return entry[1] if entry is not None and entry[0] is obj else None
 
 
-# Python operators. Each maps to (op for `tensor OP x`, reflected form for
-# `number OP tensor`), following torch/_tensor.py: `2 / x` is
-# `x.reciprocal() * 2` in eager, `2 - x` is `rsub(x, 2)`.
+def method_spec(name: str) -> OpSpec | None:
+    return _tables()[1].get(name)
+
+
+def supported_ops() -> list[str]:
+    """Python-level names regions can call directly (adapters add a few more)."""
+    from . import adapters
+
+    names = set()
+    publics = [(torch, "torch"), (torch.nn.functional, "F"), (torch.linalg, "torch.linalg"),
+               (torch.special, "torch.special"), (torch.fft, "torch.fft")]
+    for module, label in publics:
+        for name in dir(module):
+            if name.startswith("_"):
+                continue
+            obj = getattr(module, name, None)
+            if function_spec(obj) is not None or adapters.lookup(obj) is not None:
+                names.add(f"{label}.{name}")
+    names.update(f"Tensor.{n}" for n in _tables()[1] if not n.startswith("_"))
+    names.update(f"Tensor.{n}" for n in adapters.METHODS)
+    return sorted(names)
+
+
+# Python operators: (op for `tensor OP x`, reflected form for `number OP tensor`)
+# following torch/_tensor.py: `2 / x` is `x.reciprocal() * 2`, `2 - x` is
+# `rsub(x, 2)`, `2 ** x` is `torch.pow(2, x)`, `2 // x` is floor_divide(2, x).
 BINOPS: dict[type, tuple[str, str | None]] = {
     ast.Add: ("add", "add"),
     ast.Sub: ("sub", "rsub"),
     ast.Mult: ("mul", "mul"),
     ast.Div: ("div", "rdiv"),
     ast.MatMult: ("matmul", None),
+    ast.FloorDiv: ("floor_divide", "rfloordiv"),
+    ast.Mod: ("remainder", "rremainder"),
+    ast.Pow: ("pow", "rpow"),
+    ast.BitAnd: ("bitwise_and", "bitwise_and"),
+    ast.BitOr: ("bitwise_or", "bitwise_or"),
+    ast.BitXor: ("bitwise_xor", "bitwise_xor"),
+    ast.LShift: ("bitwise_left_shift", None),
+    ast.RShift: ("bitwise_right_shift", None),
 }
-UNARYOPS: dict[type, str] = {ast.USub: "neg", ast.UAdd: "positive"}
+INPLACE_BINOPS: dict[type, str] = {
+    ast.Add: "add_", ast.Sub: "sub_", ast.Mult: "mul_", ast.Div: "div_", ast.Pow: "pow_",
+    ast.FloorDiv: "floor_divide_", ast.Mod: "remainder_", ast.BitAnd: "bitwise_and_",
+    ast.BitOr: "bitwise_or_", ast.BitXor: "bitwise_xor_",
+}
+UNARYOPS: dict[type, str] = {ast.USub: "neg", ast.UAdd: "positive", ast.Invert: "bitwise_not"}
+COMPARE_OPS: dict[type, tuple[str, str]] = {  # op, and the op with operands swapped
+    ast.Eq: ("eq", "eq"), ast.NotEq: ("ne", "ne"), ast.Lt: ("lt", "gt"), ast.LtE: ("le", "ge"),
+    ast.Gt: ("gt", "lt"), ast.GtE: ("ge", "le"),
+}
 
 
 class ResolveError(Exception):
     """No overload of an op accepts the given arguments; the message says why."""
 
 
-Actual = tuple[str, object]  # (kind, atom)
+# ---- overload resolution --------------------------------------------------------------
 
 
-def _accepts(arg: SchemaArg, kind: str, numbers_as_tensors: bool) -> int | None:
-    """How well a value of `kind` fits a schema argument: 2 exact, 1 converted, None not at all."""
-    t = arg.type
-    if t.startswith("Optional["):
-        if kind == ir.NONE:
-            return 2
-        t = t[len("Optional["):-1]
+def _base(t: str) -> tuple[str, bool]:
+    if t.startswith("Optional[") and t.endswith("]"):
+        return t[len("Optional["):-1], True
+    return t, False
+
+
+def _fit(arg: SchemaArg, value: Any, numbers_as_tensors: bool) -> tuple[int, Any] | None:
+    """How well `value` fits a schema argument (2 exact, 1 converted) and the IR argument to pass."""
+    t, optional = _base(arg.type)
+    if isinstance(value, ir.Const) and value.kind == ir.NONE:
+        return (2, ir.Default(None)) if optional else None
+    items = value.items if isinstance(value, ir.Tup) else None
+    kind = None if items is not None else value.kind
     if t == "Tensor":
-        if kind == ir.TENSOR:
-            return 2
+        if kind == ir.TENSOR or (kind == ir.OPT_TENSOR and optional):
+            return 2, value
         if numbers_as_tensors and kind in ir.SCALAR_KINDS:
-            return 1
+            return 1, ir.WrapNumber(value)
         return None
     if t == "number":
-        return 2 if kind in ir.SCALAR_KINDS else None
+        return (2, value) if kind in ir.SCALAR_KINDS else None
     if t == "int":
-        return 2 if kind == ir.INT else None
+        return (2, value) if kind == ir.INT else None
     if t == "float":
-        return 2 if kind == ir.FLOAT else (1 if kind == ir.INT else None)
+        return (2, value) if kind == ir.FLOAT else ((1, value) if kind == ir.INT else None)
     if t == "bool":
-        return 2 if kind == ir.BOOL else None
+        return (2, value) if kind == ir.BOOL else None
+    if t == "str":
+        return (2, value) if kind == ir.STR else None
+    if t == "ScalarType":
+        return (2, value) if kind == ir.DTYPE else None
+    if t == "List[int]":
+        if kind == ir.INTS:
+            return 2, value
+        if items is not None and all(getattr(i, "kind", None) == ir.INT for i in items):
+            return 2, ir.Items(tuple(items), ir.INT)
+        if kind == ir.INT and arg.size:
+            return 1, ir.Items((value,), ir.INT)
+        return None
+    if t == "List[Tensor]":
+        if kind == ir.TENSORS:
+            return 2, value
+        if items is not None and all(getattr(i, "kind", None) == ir.TENSOR for i in items):
+            return 2, ir.Items(tuple(items), ir.TENSOR)
+        return None
     return None
 
 
-def _bind(ov: Overload, args: list[Actual], kwargs: dict[str, Actual], numbers_as_tensors: bool,
+def _bind(ov: Overload, args: list, kwargs: dict, numbers_as_tensors: bool,
           method: bool) -> tuple[int, tuple[ir.Arg, ...]] | None:
     positional = [a for a in ov.args if not a.kwarg_only]
+    # Varargs int lists: `x.view(2, 3)`, `torch.zeros(2, 3)`, `x.permute(0, 2, 1)`.
+    free = positional[1:] if method else positional
+    if (len(free) == 1 and free[0].type == "List[int]" and len(args) - (1 if method else 0) >= 1
+            and all(getattr(a, "kind", None) == ir.INT for a in args[1 if method else 0:])
+            and (len(args) - (1 if method else 0) > 1 or not free[0].size)):
+        args = list(args[:1 if method else 0]) + [ir.Tup(tuple(args[1 if method else 0:]))]
     if len(args) > len(positional):
         return None
     names = {a.name for a in ov.args}
@@ -130,29 +230,25 @@ def _bind(ov: Overload, args: list[Actual], kwargs: dict[str, Actual], numbers_a
     bound: list[ir.Arg] = []
     for i, sarg in enumerate(ov.args):
         if i < len(args) and not sarg.kwarg_only:
-            actual = args[i]
             if sarg.name in kw:
                 return None
+            actual = args[i]
         elif sarg.name in kw:
             actual = kw[sarg.name]
         elif sarg.has_default:
-            bound.append(ir.Default(sarg.type, sarg.default))
+            bound.append(ir.Default(sarg.default))
             continue
         else:
             return None
-        kind, atom = actual
-        fit = _accepts(sarg, kind, numbers_as_tensors)
-        if fit is None:
+        got = _fit(sarg, actual, numbers_as_tensors)
+        if got is None:
             return None
-        score += fit
-        if fit == 1 and sarg.type.endswith("Tensor") and kind in ir.SCALAR_KINDS:
-            bound.append(ir.WrapNumber(atom))
-        else:
-            bound.append(atom)
+        score += got[0]
+        bound.append(got[1])
     return score, tuple(bound)
 
 
-def resolve(spec: OpSpec, args: list[Actual], kwargs: dict[str, Actual], *, method: bool = False,
+def resolve(spec: OpSpec, args: list, kwargs: dict, *, method: bool = False,
             display: str | None = None) -> tuple[Overload, tuple[ir.Arg, ...]]:
     """Pick the overload eager would call for these argument kinds."""
     best = None
@@ -161,21 +257,38 @@ def resolve(spec: OpSpec, args: list[Actual], kwargs: dict[str, Actual], *, meth
         if got is not None and (best is None or got[0] > best[0]):
             best = (got[0], ov, got[1])
     if best is None:
-        shown = ", ".join(ir.KIND_NAMES.get(k, k) for k, _ in args)
-        shown_kw = ", ".join(f"{k}={ir.KIND_NAMES.get(v[0], v[0])}" for k, v in kwargs.items())
+        shown = ", ".join(describe(a) for a in args)
+        shown_kw = ", ".join(f"{k}={describe(v)}" for k, v in kwargs.items())
         sig = ", ".join(x for x in (shown, shown_kw) if x)
-        options = "; ".join(o.text.split("(", 1)[0] + "(" + o.text.split("(", 1)[1].split(") ->")[0] + ")"
-                            for o in spec.candidates())
-        raise ResolveError(f"{display or spec.aten}({sig}) matches no ATen overload (have: {options})")
+        options = "; ".join(o.text.split("::", 1)[-1].split(" ->")[0] for o in spec.candidates()[:6])
+        raise ResolveError(f"{display or spec.aten}({sig}) matches no ATen overload a region can call "
+                           f"(ATen has: {options})")
     return best[1], best[2]
 
 
+def describe(value: Any) -> str:
+    if isinstance(value, ir.Tup):
+        return "(" + ", ".join(describe(v) for v in value.items) + ")"
+    return ir.KIND_NAMES.get(getattr(value, "kind", "?"), "?")
+
+
+_RETURN_KINDS = {"Tensor": ir.TENSOR, "List[Tensor]": ir.TENSORS, "int": ir.INT, "float": ir.FLOAT,
+                 "bool": ir.BOOL, "ScalarType": ir.DTYPE}
+
+
 def result_kinds(ov: Overload) -> tuple[str, ...] | None:
-    """The kinds an overload returns, or None if a region cannot return them yet."""
+    """The kinds an overload returns, or None if a region cannot return them exactly."""
     kinds = []
     for r in ov.returns:
-        if r == "Tensor":
-            kinds.append(ir.TENSOR)
-        else:
+        k = _RETURN_KINDS.get(r)
+        if k is None:
             return None
+        kinds.append(k)
     return tuple(kinds)
+
+
+def result_type(ov: Overload) -> type | None:
+    """The torch.return_types structseq eager returns for a multi-result op, if any."""
+    if len(ov.returns) > 1 and any(ov.return_names):
+        return getattr(torch.return_types, ov.name, None)
+    return None

@@ -49,29 +49,36 @@ class RegionInfo:
 
 
 class FallbackLog:
-    """Per-function fallback reasons, fed by the runtime's hook; warns once per (function, reason) if asked."""
+    """Per-function fallback reasons, fed by the runtime's hook; warns once per (function, reason) if asked.
+
+    The counts live on the region itself (its ``__dict__``), so they go away
+    with it and a new region never inherits an old one's counts.
+    """
+
+    _COUNTS = "__ppy_fallback_reasons__"
+    _WARNED = "__ppy_fallback_warned__"
 
     def __init__(self) -> None:
         self.warn = False
-        self.reasons: dict[int, dict[str, int]] = {}
-        self._warned: set[tuple[int, str]] = set()
         self._lock = threading.Lock()
 
     def __call__(self, region: Any, reason: str) -> None:
-        key = id(region)
+        state = region.__dict__
         with self._lock:
-            per = self.reasons.setdefault(key, {})
+            per = state.setdefault(self._COUNTS, {})
             per[reason] = per.get(reason, 0) + 1
-            first = (key, reason) not in self._warned
+            # Only warnings actually shown count as warned: turning the option on
+            # later still warns about reasons seen before.
+            first = self.warn and reason not in state.setdefault(self._WARNED, set())
             if first:
-                self._warned.add((key, reason))
-        if self.warn and first:
+                state[self._WARNED].add(reason)
+        if first:
             warnings.warn(f"ppy region '{region.__qualname__}' ran as Python: {reason}. "
                           "ppy_magic.explain(f) shows its fallbacks.", PpyFallbackWarning, stacklevel=2)
 
     def for_region(self, region: Any) -> dict[str, int]:
         with self._lock:
-            return dict(self.reasons.get(id(region), {}))
+            return dict(getattr(region, "__dict__", {}).get(self._COUNTS, {}))
 
 
 class PpyFallbackWarning(RuntimeWarning):
@@ -85,7 +92,7 @@ def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level
     devices = built_device_types()
     region = runtime.RegionFunction(
         fn, module, spec.index, spec.kinds, spec.ret, device_mask(devices),
-        spec.param_names, spec.defaults, dict(spec.line_notes), ())
+        spec.param_names, spec.defaults, dict(spec.line_notes), tuple(spec.result_types))
     functools.update_wrapper(region, fn)
     region.__ppy_info__ = RegionInfo(spec, module.__name__, devices, level)
     return region

@@ -23,11 +23,13 @@ _TORCH_INCLUDE = os.path.join(os.path.dirname(torch.__file__), "include")
 @dataclass(frozen=True)
 class SchemaArg:
     name: str
-    type: str  # the JIT type as text: "Tensor", "number", "int", "List[int]", "Optional[Tensor]", ...
+    type: str  # the JIT type as text: "Tensor", "Scalar", "int", "List[int]", "Optional[ScalarType]", ...
     kwarg_only: bool
     has_default: bool
     default: Any
     is_write: bool  # annotated Tensor(a!): the op writes into it
+    cpp: str = ""  # the C++ parameter type of at::_ops::<op>::call
+    size: int | None = None  # N of int[N]: a single int stands for N copies
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class Overload:
     args: tuple[SchemaArg, ...]
     returns: tuple[str, ...]  # JIT types of the results
     text: str  # the schema as PyTorch prints it
+    return_names: tuple[str, ...] = ()
+    cpp_return: str = ""
 
     @property
     def cpp_struct(self) -> str:
@@ -48,34 +52,62 @@ class Overload:
 
     @property
     def header(self) -> str:
-        return f"ATen/ops/{self.name}_ops.h"
+        return f"ATen/ops/{header_name(self.name)}_ops.h"
 
     @property
     def is_inplace(self) -> bool:
         return bool(self.args) and self.args[0].is_write and not any(a.name == "out" for a in self.args)
 
 
+def header_name(op: str) -> str:
+    """The ATen/ops header stem of an op: in-place ``add_`` lives in ``add_ops.h``."""
+    return op[:-1] if op.endswith("_") and not op.endswith("__") else op
+
+
 @functools.lru_cache(maxsize=None)
-def _declared_structs(name: str) -> frozenset[str]:
-    """The ``at::_ops`` structs that ``ATen/ops/<name>_ops.h`` declares."""
-    path = os.path.join(_TORCH_INCLUDE, "ATen", "ops", f"{name}_ops.h")
+def _declared_structs(stem: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """``at::_ops`` struct -> (C++ return type, C++ parameter types) as declared in ``<stem>_ops.h``."""
+    path = os.path.join(_TORCH_INCLUDE, "ATen", "ops", f"{stem}_ops.h")
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except OSError:
-        return frozenset()
-    return frozenset(re.findall(r"struct TORCH_API (\w+) \{", text))
+        return {}
+    out = {}
+    for m in re.finditer(r"struct TORCH_API (\w+) \{\s*using schema = (.*?) \((.*?)\);", text, re.S):
+        out[m.group(1)] = (m.group(2).strip(), tuple(_split_params(m.group(3))))
+    return out
 
 
-def _arg(a: Any) -> SchemaArg:
+def _split_params(text: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur).strip())
+    return parts
+
+
+def _arg(a: Any, cpp: str) -> SchemaArg:
     alias = a.alias_info
+    jit = str(a.real_type)
     return SchemaArg(
         name=a.name,
-        type=str(a.type),
+        type=jit,
         kwarg_only=bool(a.kwarg_only),
-        has_default=a.default_value is not None or _optional(str(a.type)),
+        has_default=bool(a.has_default_value()) or _optional(jit),
         default=a.default_value,
         is_write=bool(alias is not None and alias.is_write),
+        cpp=cpp,
+        size=a.N,
     )
 
 
@@ -86,19 +118,22 @@ def _optional(jit_type: str) -> bool:
 @functools.lru_cache(maxsize=None)
 def overloads(name: str) -> tuple[Overload, ...]:
     """The ATen overloads of ``aten::<name>`` callable from C++, out= variants excluded."""
-    declared = _declared_structs(name)
+    declared = _declared_structs(header_name(name))
     found = []
     for schema in torch._C._jit_get_schemas_for_operator(f"aten::{name}"):
-        ov = Overload(
-            name=name,
-            overload=schema.overload_name,
-            args=tuple(_arg(a) for a in schema.arguments),
-            returns=tuple(str(r.type) for r in schema.returns),
-            text=str(schema),
-        )
-        if ov.cpp_struct not in declared:
+        struct = f"{name}_{schema.overload_name}" if schema.overload_name else name
+        if struct not in declared:
+            continue  # a JIT-only overload (aten::add.int): no ATen kernel
+        cpp_ret, cpp_params = declared[struct]
+        if len(cpp_params) != len(schema.arguments):
             continue
-        if any(a.name == "out" or (a.is_write and a.kwarg_only) for a in ov.args):
+        args = tuple(_arg(a, cpp) for a, cpp in zip(schema.arguments, cpp_params))
+        if any(a.name == "out" or (a.is_write and a.kwarg_only) for a in args):
             continue
-        found.append(ov)
+        if any("Dimname" in a.type or "Generator" in a.type and not a.has_default for a in args):
+            continue  # named-tensor overloads; explicit generators
+        found.append(Overload(
+            name=name, overload=schema.overload_name, args=args,
+            returns=tuple(str(r.real_type) for r in schema.returns), text=str(schema),
+            return_names=tuple(r.name or "" for r in schema.returns), cpp_return=cpp_ret))
     return tuple(found)

@@ -5,11 +5,12 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace ppy {
 
-constexpr int kAbiVersion = 1;
+constexpr int kAbiVersion = 2;
 
 // One call argument, filled by the runtime from the Python argument according
 // to the parameter's kind letter (see region.py: ARG_KINDS).
@@ -22,13 +23,22 @@ struct Arg {
   bool none = false;                             // 'O', 'N'
 };
 
+// Python exceptions a region raises itself (where Python, not ATen, would
+// raise: assert, unpacking, int division by zero, ...).
+enum class PyError : int {
+  None = 0, AssertionError, ValueError, ZeroDivisionError, OverflowError, IndexError, TypeError,
+};
+
 // Results in the order the return spec names them: tensors in `t`, floats in
-// `f`, ints and bools in `i`. `line` is the Python line that raised, if any.
+// `f`, ints and bools in `i`. `line` is the Python line that raised, if any;
+// `error` and `message` a Python exception the region raised by returning.
 struct Out {
   c10::SmallVector<at::Tensor, 4> t;
   c10::SmallVector<double, 2> f;
   c10::SmallVector<int64_t, 2> i;
   int line = 0;
+  PyError error = PyError::None;
+  std::string message;
 };
 
 using Entry = void (*)(const Arg* args, Out* out);

@@ -172,6 +172,18 @@ void add_line_note(RegionFunction* self, int line) {
   PyErr_Restore(type, value, tb);
 }
 
+PyObject* python_error_type(ppy::PyError e) {
+  switch (e) {
+    case ppy::PyError::AssertionError: return PyExc_AssertionError;
+    case ppy::PyError::ValueError: return PyExc_ValueError;
+    case ppy::PyError::ZeroDivisionError: return PyExc_ZeroDivisionError;
+    case ppy::PyError::OverflowError: return PyExc_OverflowError;
+    case ppy::PyError::IndexError: return PyExc_IndexError;
+    case ppy::PyError::TypeError: return PyExc_TypeError;
+    default: return PyExc_SystemError;
+  }
+}
+
 PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf,
                             PyObject* kwnames) {
   auto* self = reinterpret_cast<RegionFunction*>(callable);
@@ -309,6 +321,10 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
       PyGILState_Release(st);
     }
     Py_END_ALLOW_THREADS
+  }
+  if (!failed && out.error != ppy::PyError::None) {
+    failed = true;
+    PyErr_SetString(python_error_type(out.error), out.message.c_str());
   }
   if (failed) {
     add_line_note(self, out.line);
