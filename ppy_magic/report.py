@@ -1,0 +1,270 @@
+"""A ``BenchResult`` as a pandas DataFrame, as text and as HTML, and the object ``%ppy_bench -o`` returns.
+
+Rendering only: the numbers come from ``bench.measure``. pandas is imported
+when a DataFrame is asked for, ipywidgets (through ``widget``) when the
+result is displayed, so loading the extension stays cheap.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+from typing import Any
+
+from .bench import COMPILE, EAGER, REGION, BenchResult, VariantTiming
+
+COLUMNS = ("best_ms", "median_ms", "iqr_ms", "speedup_vs_eager", "first_call_s", "matches_eager")
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+class BenchReport:
+    """What ``%ppy_bench`` shows and ``%ppy_bench -o`` returns.
+
+    ``.df``: a DataFrame indexed by the variant labels with the columns in
+    ``COLUMNS`` (times in ms per call, ``first_call_s`` in seconds) and the
+    metadata in ``.df.attrs``; ``.metadata``: that dict; ``.result``: the
+    measurement itself. Displays as a widget, with HTML and plain text beside
+    it for static renders and terminals.
+    """
+
+    def __init__(self, result: BenchResult):
+        self.result = result
+        self._widget: Any = None
+
+    @functools.cached_property
+    def df(self) -> Any:
+        return to_frame(self.result)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return metadata(self.result)
+
+    @property
+    def fallbacks(self) -> int | None:
+        """Calls during the run on which the region ran its Python body instead (None: not a region)."""
+        return self.result.region_fallbacks
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        bundle: dict[str, Any] = {}
+        view = self._widget_view()
+        if view is not None:
+            bundle[WIDGET_MIME] = view
+        bundle["text/html"] = to_html(self.result)
+        bundle["text/plain"] = to_text(self.result)
+        return bundle
+
+    def _widget_view(self) -> dict[str, Any] | None:
+        try:
+            from .widget import view
+        except ImportError:  # no ipywidgets: HTML and text still show
+            return None
+        if self._widget is None:
+            self._widget = view(self.result)
+        return self._widget._repr_mimebundle_().get(WIDGET_MIME)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(to_text(self.result))
+
+    def __repr__(self) -> str:
+        return f"<BenchReport {self.result.function}: {summary(self.result)}>"
+
+
+# -- data ------------------------------------------------------------------------------
+
+
+def to_frame(result: BenchResult) -> Any:
+    import pandas as pd
+
+    rows = {}
+    for v in result.variants:
+        rows[v.label] = {
+            "best_ms": _ms(v.best_s), "median_ms": _ms(v.median_s), "iqr_ms": _ms(v.iqr_s),
+            "speedup_vs_eager": result.speedup_vs_eager(v.label),
+            "first_call_s": v.first_call_s, "matches_eager": v.matches_eager,
+        }
+    df = pd.DataFrame.from_dict(rows, orient="index", columns=list(COLUMNS))
+    for col in COLUMNS[:-1]:
+        df[col] = df[col].astype("float64")  # None -> NaN for rows that did not run
+    df["matches_eager"] = df["matches_eager"].astype("object")
+    df.index.name = "variant"
+    df.attrs.update(metadata(result))
+    return df
+
+
+def metadata(result: BenchResult) -> dict[str, Any]:
+    o = result.options
+    return {
+        "function": result.function,
+        "torch_version": result.torch_version,
+        "device": result.device,
+        "threads": result.threads,
+        "arguments": [{"expression": a.expression, "type": a.type_name, "shape": a.shape, "dtype": a.dtype,
+                       "device": a.device, "requires_grad": a.requires_grad} for a in result.arguments],
+        "number": o.number,
+        "repeat": o.repeat,
+        "warmup": o.warmup,
+        "grad": o.grad,
+        "region_calls": result.region_calls,
+        "region_fallbacks": result.region_fallbacks,
+        "last_fallback_reason": result.last_fallback_reason,
+        "skipped": {v.label: v.skipped for v in result.variants if v.skipped},
+        "checks": {v.label: v.check for v in result.variants if v.check},
+    }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3
+
+
+# -- words -------------------------------------------------------------------------------
+
+
+def header(result: BenchResult) -> str:
+    args = ", ".join(f"{a.expression}: {a.summary}" for a in result.arguments)
+    threads = f"{result.threads} thread{'s' if result.threads != 1 else ''}"
+    what = "forward + backward" if result.options.grad else "forward"
+    return f"{result.function}({args}) · {result.device} · {threads} · {what} · torch {result.torch_version}"
+
+
+def summary(result: BenchResult) -> str:
+    """The figures in a sentence or two: region vs eager, torch.compile vs region."""
+    region, eager, comp = result[REGION], result[EAGER], result[COMPILE]
+    parts = []
+    if region.ran and eager.ran:
+        ratio = eager.best_s / region.best_s
+        how = f"{ratio:.2f}× faster than" if ratio >= 1 else f"{1 / ratio:.2f}× slower than"
+        parts.append(f"The region takes {_us(region.best_s)} per call, {how} eager ({_us(eager.best_s)}).")
+    elif eager.ran:
+        parts.append(f"Eager takes {_us(eager.best_s)} per call.")
+    if comp.ran:
+        base, base_name = (region, "the region") if region.ran else (eager, "eager")
+        parts.append(f"torch.compile takes {_us(comp.best_s)} per call, {comp.best_s / base.best_s:.1f}× "
+                     f"{base_name}'s time; its first call (compiling) took {comp.first_call_s:.1f} s.")
+    if result.region_fallbacks:
+        parts.append(f"The region ran its Python body on {result.region_fallbacks:,} of "
+                     f"{result.region_calls + result.region_fallbacks:,} calls "
+                     f"({result.last_fallback_reason}), so its row times that.")
+    for v in result.variants:
+        if v.matches_eager is False:
+            parts.append(f"{v.label}: output {v.check}.")
+    return " ".join(parts)
+
+
+def method_note(result: BenchResult) -> str:
+    o = result.options
+    threads = f"{result.threads} PyTorch thread{'s' if result.threads != 1 else ''}"
+    text = (f"Method: {o.repeat} round{'s' if o.repeat != 1 else ''} of {o.number:,} calls per variant, "
+            f"interleaved round by round in this process after {o.warmup:,} warm-up calls, with {threads} and "
+            "the garbage collector off while timing. Best is the fastest round's mean per call; median and IQR "
+            "are over rounds; speedup is eager's best over the variant's. The region's output is compared with "
+            "eager's bit for bit (torch.equal, dtype, shape), torch.compile's (default mode) with "
+            "torch.testing.assert_close; torch.compile's first call compiles and is reported apart.")
+    if o.grad:
+        text += " Each call is forward + torch.autograd.grad of the summed output."
+    if "cuda" in result.device:
+        text += " torch.cuda.synchronize() runs before and after each round."
+    return text
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.2f} µs" if seconds < 1e-3 else f"{seconds * 1e3:.3f} ms"
+
+
+def _cells(result: BenchResult, v: VariantTiming) -> list[str]:
+    """The table's cells for a variant that ran: ms/call to four places like the seed's table."""
+    speedup = result.speedup_vs_eager(v.label)
+    first = f"{v.first_call_s:.1f} s" if v.first_call_s is not None else ""
+    if v.label == EAGER:
+        check = "reference"
+    elif v.matches_eager:
+        check = "yes, bitwise" if v.label == REGION else "yes, assert_close"
+        if v.label == REGION and result.region_fallbacks:
+            check += " (ran as Python)"
+    else:
+        check = f"NO: {v.check}"
+    return [f"{v.best_s * 1e3:.4f}", f"{v.median_s * 1e3:.4f}", f"{v.iqr_s * 1e3:.4f}",
+            f"{speedup:.2f}×" if speedup is not None else "", first, check]
+
+
+HEADINGS = ("best ms/call", "median", "IQR", "vs eager", "first call", "matches eager")
+
+
+def to_text(result: BenchResult) -> str:
+    rows = [[v.label] + (_cells(result, v) if v.ran else [f"not run: {v.skipped}"]) for v in result.variants]
+    table = [["variant"] + list(HEADINGS)] + rows
+    full = [r for r in table if len(r) == len(table[0])]  # rows that did not run span the line
+    widths = [max(len(r[i]) for r in full) for i in range(len(table[0]))]
+    lines = [header(result)]
+    for r in table:
+        if len(r) == len(widths):
+            cells = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:-1], widths[1:-1])] + [r[-1]]
+            lines.append("  ".join(cells).rstrip())
+        else:
+            lines.append(f"{r[0].ljust(widths[0])}  {r[1]}")
+    text_summary = summary(result)
+    if text_summary:
+        lines.append(text_summary)
+    lines.append(method_note(result))
+    return "\n".join(lines)
+
+
+# -- HTML: inline styles only, so a static render of the notebook keeps the look ------------------------
+
+_TD = "padding:2px 10px;text-align:right;font-variant-numeric:tabular-nums"
+_BEST = "background:#e3f4e1;font-weight:bold"
+
+
+def header_html(result: BenchResult) -> str:
+    return f"<div style='font-weight:bold;margin:4px 0'>%ppy_bench {_e(header(result))}</div>"
+
+
+def table_html(result: BenchResult) -> str:
+    fastest = result.fastest
+    head = "".join(f"<th style='{_TD}'>{_e(h)}</th>" for h in HEADINGS)
+    rows = []
+    for v in result.variants:
+        style = _BEST if v.label == fastest else ""
+        label = f"<td style='padding:2px 10px;text-align:left'>{_e(v.label)}</td>"
+        if v.ran:
+            cells = "".join(f"<td style='{_TD}'>{_e(c)}</td>" for c in _cells(result, v))
+        else:
+            cells = (f"<td colspan='{len(HEADINGS)}' style='padding:2px 10px;text-align:left;color:#777'>"
+                     f"not run: {_e(v.skipped or '')}</td>")
+        rows.append(f"<tr style='{style}'>{label}{cells}</tr>")
+    return (f"<table style='border-collapse:collapse'><thead><tr><th style='text-align:left;padding:2px 10px'>"
+            f"variant</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def bars_html(result: BenchResult, width_px: int = 320) -> str:
+    """A bar per variant that ran: best time per call, the fastest in green."""
+    timed = [v for v in result.variants if v.ran]
+    if not timed:
+        return ""
+    longest = max(v.best_s for v in timed)
+    rows = []
+    for v in timed:
+        px = max(1, round(width_px * v.best_s / longest))
+        colour = "#43a047" if v.label == result.fastest else "#5b8def"
+        rows.append(
+            f"<tr><td style='padding:1px 8px;text-align:left'>{_e(v.label)}</td>"
+            f"<td style='padding:1px 0'><div style='display:inline-block;height:14px;width:{px}px;"
+            f"background:{colour};vertical-align:middle'></div>"
+            f"<span style='padding-left:6px'>{_e(_us(v.best_s))}</span></td></tr>")
+    return (f"<div style='margin:6px 0 2px'>time per call (best round)</div>"
+            f"<table style='border-collapse:collapse'>{''.join(rows)}</table>")
+
+
+def note_html(result: BenchResult) -> str:
+    text = summary(result)
+    parts = [f"<div style='margin:6px 0'>{_e(text)}</div>"] if text else []
+    parts.append(f"<div style='color:#666;font-size:90%;max-width:60em'>{_e(method_note(result))}</div>")
+    return "".join(parts)
+
+
+def to_html(result: BenchResult) -> str:
+    return (f"<div class='ppy-bench'>{header_html(result)}{table_html(result)}{bars_html(result)}"
+            f"{note_html(result)}</div>")
+
+
+def _e(text: str) -> str:
+    return html.escape(text, quote=True)
