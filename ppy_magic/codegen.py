@@ -351,8 +351,12 @@ class Emitter:
             self.out(depth, f"{expr(s.value)};")
         elif isinstance(s, ir.SetItem):
             self.line(depth, s.line)
-            value = atom(s.value) if s.value.kind == ir.TENSOR else _scalar(s.value)
-            self.out(depth, f"at::indexing::set_item({atom(s.tensor)}, {_index(s.index)}, {value});")
+            if s.value.kind == ir.TENSOR:
+                self.out(depth, f"at::indexing::set_item({atom(s.tensor)}, {_index(s.index)}, {atom(s.value)});")
+            else:  # Python passes a bool value as an int (THPUtils_unpackIndex)
+                kind = ir.INT if s.value.kind == ir.BOOL else s.value.kind
+                scalar = f"at::Scalar(static_cast<{_SCALAR_CPP[kind]}>({atom(s.value)}))"
+                self.out(depth, f"ppy::set_item_scalar({atom(s.tensor)}, {_index(s.index)}, {scalar});")
         elif isinstance(s, ir.If):
             self.line(depth, s.line)
             self.out(depth, f"if ({atom(s.cond)}) {{")
@@ -391,6 +395,9 @@ class Emitter:
                     self.out(depth, f"ppy_out->f.push_back({atom(a)});")
                 elif a.kind in (ir.INT, ir.BOOL):
                     self.out(depth, f"ppy_out->i.push_back(static_cast<int64_t>({atom(a)}));")
+                elif a.kind == ir.INTS:  # a torch.Size
+                    self.out(depth, f"ppy_out->i.push_back(static_cast<int64_t>({atom(a)}.size()));")
+                    self.out(depth, f"ppy_out->i.insert(ppy_out->i.end(), {atom(a)}.begin(), {atom(a)}.end());")
                 elif a.kind == ir.TENSORS:
                     self.out(depth, f"ppy_out->i.push_back(static_cast<int64_t>({atom(a)}.size()));")
                     self.out(depth, f"for (const at::Tensor& ppy_t : {atom(a)}) ppy_out->t.push_back(ppy_t);")

@@ -339,7 +339,7 @@ class FunctionCompiler(ast.NodeVisitor):
     def compile_body(self, stmts: list[ast.stmt]) -> None:
         for stmt in stmts:
             if self.terminated:
-                raise self.error(stmt, "code after `return` or `raise` is not supported in a region")
+                return  # unreachable, as in Python (e.g. after a branch decided at compile time)
             outer, self._stmt = self._stmt, stmt
             try:
                 self.visit(stmt)
@@ -471,6 +471,9 @@ class FunctionCompiler(ast.NodeVisitor):
         if kind == ir.TENSORS:
             atoms.append(value)
             return "V"
+        if kind == ir.INTS:
+            atoms.append(value)
+            return "S"
         raise self.error(node, f"a region cannot return {ops.describe(value)}",
                          "Return tensors, numbers, or tuples of them.")
 

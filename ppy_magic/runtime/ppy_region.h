@@ -35,6 +35,25 @@ inline at::Tensor wrapped_number(const at::Scalar& s) {
   return t;
 }
 
+// `x[index] = number`, as PyTorch's __setitem__ makes the value tensor
+// (valueToTensor in torch/csrc/autograd/python_variable_indexing.cpp).
+inline void set_item_scalar(const at::Tensor& self, at::ArrayRef<at::indexing::TensorIndex> index,
+                            const at::Scalar& v) {
+  at::Tensor value;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    const at::Device device = self.device();
+    if (c10::isQIntType(self.scalar_type())) {
+      value = at::indexing::scalarToTensor(v, at::device(at::kCPU).dtype(at::kFloat), at::Device(at::kCPU));
+    } else if (device.is_cuda()) {
+      value = at::indexing::scalarToTensor(v, self.options(), at::Device(at::kCPU));
+    } else {
+      value = at::indexing::scalarToTensor(v, self.options(), device);
+    }
+  }
+  at::indexing::set_item(self, index, value);
+}
+
 // ---- int arithmetic: Python ints on int64, overflow is an error, not a wrap ----
 [[noreturn]] inline void int_overflow() {
   raise(PyError::OverflowError, "integer result does not fit in 64 bits (Python would use a big int)");

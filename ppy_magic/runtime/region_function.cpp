@@ -67,6 +67,16 @@ struct OutCursor {
 
 PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur);
 
+PyObject* torch_size_type() {  // torch.Size (its C constructor is not exported)
+  static PyObject* type = nullptr;
+  if (!type) {
+    PyObject* torch = PyImport_ImportModule("torch");
+    if (torch) type = PyObject_GetAttrString(torch, "Size");
+    Py_XDECREF(torch);
+  }
+  return type;
+}
+
 PyObject* build_items(RegionFunction* self, const char*& spec, OutCursor& cur) {
   // spec points just after '('; reads items up to the matching ')'.
   PyObject* items = PyList_New(0);
@@ -107,6 +117,19 @@ PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur) 
         PyTuple_SET_ITEM(tup, k, v);
       }
       return tup;
+    }
+    case 'S': {  // a torch.Size: the count, then the sizes
+      const int64_t n = cur.out.i[cur.i++];
+      PyObject* tup = PyTuple_New(n);
+      if (!tup) return nullptr;
+      for (int64_t k = 0; k < n; ++k) {
+        PyObject* v = PyLong_FromLongLong(cur.out.i[cur.i++]);
+        if (!v) { Py_DECREF(tup); return nullptr; }
+        PyTuple_SET_ITEM(tup, k, v);
+      }
+      PyObject* size = torch_size_type() ? PyObject_CallOneArg(torch_size_type(), tup) : nullptr;
+      Py_DECREF(tup);
+      return size;
     }
     case '(': {
       PyObject* items = build_items(self, spec, cur);
