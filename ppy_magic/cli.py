@@ -2,6 +2,7 @@
 
     ppy FILE [ARGS...]        same as `ppy run FILE`
     ppy run FILE [ARGS...]    run FILE as __main__; a file is compiled like one %%ppy cell
+    ppy build FILE [-o DIR]   write DIR: FILE with its regions built, runnable with no compiler (torchrun)
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import builtins
 import os
 import sys
 
-COMMANDS = ("run",)
+COMMANDS = ("run", "build")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -24,6 +25,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--strict", action="store_true", help="fail if a decorated function cannot be compiled")
     run.add_argument("-f", "--force", action="store_true", help="rebuild even if cached")
     run.add_argument("-q", "--quiet", action="store_true", help="do not print the build summary")
+    art = sub.add_parser("build", help="write DIR: FILE with its regions built, loadable with no compiler")
+    art.add_argument("file")
+    art.add_argument("-o", "--output", metavar="DIR", help="the artifact directory (default: ./STEM-ppy)")
+    art.add_argument("--strict", action="store_true", help="fail if a decorated function cannot be compiled")
+    art.add_argument("-f", "--force", action="store_true", help="rebuild even if cached")
     return p
 
 
@@ -34,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "run":
         return run_file(args.file, args.args, strict=args.strict, force=args.force, quiet=args.quiet)
+    if args.command == "build":
+        from .artifact import build_command
+
+        return build_command(args.file, args.output, strict=args.strict, force=args.force)
     _parser().print_help()
     return 2
 

@@ -116,6 +116,33 @@ class PpyMagics(Magics):
         else:
             raise UsageError(f"%ppy_cache: unknown action {action!r}; use 'info' or 'clear'")
 
+    # -- %ppy_export -----------------------------------------------------------------
+    @magic_arguments()
+    @argument("name", metavar="NAME", help="The module name the artifact is imported as.")
+    @argument("-o", "--output", metavar="DIR", default=None,
+              help="The artifact directory (default: ./NAME-ppy); a previous artifact there is replaced.")
+    @argument("functions", metavar="FUNC", nargs="*", help="Regions to export (default: every region).")
+    @line_magic
+    def ppy_export(self, line: str) -> None:
+        """Write the regions compiled in this kernel as an artifact that loads with no compiler.
+
+        DIR gets NAME.py, the compiled extensions and ppy_manifest.json; with DIR
+        on ``sys.path``, ``import NAME`` in any process with the same torch and
+        Python (a ``torchrun`` worker, say) binds the regions, no compiler needed.
+        Example: ``%ppy_export mylayers -o dist/mylayers layer residual``.
+        """
+        from IPython.utils.process import arg_split
+
+        from . import artifact
+
+        args = self.ppy_export.parser.parse_intermixed_args(arg_split(line))  # UsageError on bad input
+        try:
+            functions = artifact.regions_in(self.shell.user_ns, args.functions)
+            written = artifact.export_regions(args.name, functions, args.output, cache=self.cache)
+        except artifact.ArtifactError as err:
+            raise UsageError(f"%ppy_export: {err}") from None
+        print(written.summary())
+
     # -- %ppy_bench ------------------------------------------------------------------
     @magic_arguments()
     @argument("-n", "--number", type=int, default=None, help="Calls per round (default 20,000).")
