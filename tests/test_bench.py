@@ -445,18 +445,19 @@ def test_magic_help_documents_the_options(ip):
 
 @pytest.fixture(scope="module")
 def region_ns(ip):
-    ip.run_cell("%%ppy\n"
-                "import torch, ppy\n"
-                "@ppy.opt(3)\n"
-                "def bench_layer(x, w, b):\n"
-                "    return torch.relu(x @ w + b)\n"
-                "@ppy.opt(3)\n"
-                "def bench_scaled(x, s: float):\n"
-                "    return torch.tanh(x * s)\n"
-                "g = torch.Generator().manual_seed(0)\n"
-                "rx, rw, rb = (torch.randn(8, 32, generator=g), torch.randn(32, 32, generator=g),\n"
-                "              torch.randn(32, generator=g))\n")
-    assert ip.user_ns["bench_layer"].__ppy_region__ is True
+    with capture_output() as built:
+        ip.run_cell("%%ppy\n"
+                    "import torch, ppy\n"
+                    "@ppy.opt(3)\n"
+                    "def bench_layer(x, w, b):\n"
+                    "    return torch.relu(x @ w + b)\n"
+                    "@ppy.opt(3)\n"
+                    "def bench_scaled(x, s: float):\n"
+                    "    return torch.tanh(x * s)\n"
+                    "g = torch.Generator().manual_seed(0)\n"
+                    "rx, rw, rb = (torch.randn(8, 32, generator=g), torch.randn(32, 32, generator=g),\n"
+                    "              torch.randn(32, generator=g))\n")
+    assert getattr(ip.user_ns["bench_layer"], "__ppy_region__", False), built.stdout + built.stderr
     return ip
 
 
