@@ -27,6 +27,14 @@ class CellReport:
     module_name: str | None = None
     notes: list[str] = field(default_factory=list)
     cpp: str | None = None
+    hints: dict[tuple[str, str], str] = field(default_factory=dict)  # (function, reason) -> what to do
+
+    def stays_python(self, name: str, reason: str, hint: str | None = None) -> None:
+        if (name, reason) in self.python:
+            return
+        self.python.append((name, reason))
+        if hint:
+            self.hints[(name, reason)] = hint
 
     def summary(self) -> str:
         lines = []
@@ -37,6 +45,8 @@ class CellReport:
                          f"({', '.join(self.compiled)}) {how} in {self.build_seconds:.2f} s")
         for name, reason in self.python:
             lines.append(f"ppy: '{name}' stays Python: {reason}")
+            if (name, reason) in self.hints:
+                lines.append(f"ppy:     {self.hints[(name, reason)]}")
         lines += [f"ppy: note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -56,33 +66,49 @@ class CellBinder:
     runtime: Any = None
     strict: bool = False
     bound: list[Any] = field(default_factory=list)
+    default_level: int = decorator.DEFAULT_LEVEL  # of a bare @ppy.opt
+    level_override: int | None = None  # %%ppy -O LEVEL
 
-    def bind(self, fn: Callable, level: int) -> Callable:
+    def bind(self, fn: Callable, level: int | None) -> Callable:
         code = getattr(fn, "__code__", None)
         key = (code.co_name, code.co_firstlineno) if code is not None else ("", 0)
         if code is not None and code.co_filename != self.filename:
             return fn  # defined elsewhere (an imported module): not ours to compile
+        written, level = level, effective_level(level, self.default_level, self.level_override)
         if level == 0:
-            fn.__ppy_reason__ = "ppy.opt(0): never compiled"  # type: ignore[attr-defined]
+            if self.level_override == 0:
+                reason = "-O 0 leaves every function of the cell Python"
+                self.report.stays_python(fn.__name__, reason)
+            elif written is None:
+                reason = "a bare @ppy.opt has the default level, 0 (PpyMagics.default_level): never compiled"
+            else:
+                reason = "ppy.opt(0): never compiled"
+            fn.__ppy_reason__ = reason  # type: ignore[attr-defined]
             return fn
         spec = self.regions.get(key)
         if spec is None:
             err = self.failures.get(key)
             reason = err.reason if err else _not_top_level_reason(fn)
             fn.__ppy_reason__ = reason  # type: ignore[attr-defined]
-            if err is None:
-                self.report.python.append((fn.__qualname__, reason))
+            self.report.stays_python(fn.__name__, reason, err.hint if err else None)
             return fn
         stale = _changed_globals(spec, fn)
         if stale:
             reason = (f"global '{stale}' changed between compiling and running the cell, "
                       "so the compiled value would be wrong")
             fn.__ppy_reason__ = reason  # type: ignore[attr-defined]
-            self.report.python.append((fn.__qualname__, reason))
+            self.report.stays_python(fn.__name__, reason)
             return fn
         reg = region.make_region(self.runtime, self.module, spec, fn, level)
         self.bound.append(reg)
         return reg
+
+
+def effective_level(written: int | None, default_level: int, override: int | None) -> int:
+    """The level a function compiles at: `-O` wins, then the written level, then the default."""
+    if override is not None:
+        return override
+    return default_level if written is None else written
 
 
 def _not_top_level_reason(fn: Callable) -> str:
@@ -106,13 +132,13 @@ def _changed_globals(spec: codegen.RegionSpec, fn: Callable) -> str | None:
     return None
 
 
-def decorated_functions(tree: ast.Module, g: frontend.Globals):
+def decorated_functions(tree: ast.Module, g: frontend.Globals, default_level: int = decorator.DEFAULT_LEVEL):
     """Top-level decorated functions (with their level) and decorated defs elsewhere."""
     top, nested = [], []
     for node in ast.walk(tree):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        level = frontend.opt_level(node, g)
+        level = frontend.opt_level(node, g, default_level)
         if level is None:
             continue
         (top if node in tree.body else nested).append((node, level))
@@ -121,30 +147,52 @@ def decorated_functions(tree: ast.Module, g: frontend.Globals):
 
 def compile_source(source: str, namespace: dict[str, Any], filename: str, *, cache: build.Cache,
                    force: bool = False, strict: bool = False,
-                   on_build: Callable[[int], None] | None = None) -> CellBinder:
+                   on_build: Callable[[int], None] | None = None,
+                   default_level: int = decorator.DEFAULT_LEVEL,
+                   level_override: int | None = None) -> CellBinder:
     """Compile every top-level ``@ppy.opt`` function of `source`; build them as one module.
 
     A function that cannot be compiled stays Python and the report says why
     (with ``strict``, the first such function raises its CompileError instead).
-    A SyntaxError propagates: the source would not run either.
+    A SyntaxError propagates: the source would not run either. ``default_level``
+    is the level of a bare ``@ppy.opt``; ``level_override`` (``-O``) replaces
+    every written level.
     """
     tree = ast.parse(source, filename)
     lines = source.splitlines()
     g = frontend.collect_globals(tree, namespace)
-    top, nested = decorated_functions(tree, g)
+    top, nested = decorated_functions(tree, g, default_level)
     report = CellReport()
     functions, failures = [], {}
     for node, level in top:
         key = (node.name, min([node.lineno] + [d.lineno for d in node.decorator_list]))
-        if level <= 0:
-            continue  # opt(0) or an invalid level: the decorator itself says so at run time
         try:
+            if level_override is not None:
+                level = level_override  # -O: the written level does not matter
+            elif level < 0:
+                # Not an int literal from 0 to 3. An invalid value raises when the decorator runs;
+                # a valid one (a variable) is only known then, too late to compile.
+                raise CompileError("the level in @ppy.opt(...) must be an int literal from 0 to "
+                                   f"{decorator.MAX_LEVEL}, so it is known before the cell runs",
+                                   _loc(node, filename), f"Write @ppy.opt({decorator.DEFAULT_LEVEL}), "
+                                   "or set the level of the whole cell with %%ppy -O LEVEL.",
+                                   node.name, lines[node.lineno - 1])
+            if level == 0:
+                continue  # never compiled: not a failure
             if isinstance(node, ast.AsyncFunctionDef):
-                raise CompileError("an async function cannot be a region", _loc(node, filename), None,
+                raise CompileError("an async function cannot be a region", _loc(node, filename),
+                                   "Remove `async`: a region runs synchronously; await around the call.",
                                    node.name, lines[node.lineno - 1])
             if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(node)):
-                raise CompileError("a generator cannot be a region", _loc(node, filename), None, node.name,
-                                   lines[node.lineno - 1])
+                raise CompileError("a generator cannot be a region", _loc(node, filename),
+                                   "A region returns its result once; keep a generator as Python.",
+                                   node.name, lines[node.lineno - 1])
+            calls_itself = next((n for n in ast.walk(node) if isinstance(n, ast.Call)
+                                 and isinstance(n.func, ast.Name) and n.func.id == node.name), None)
+            if calls_itself is not None:
+                raise CompileError("a region cannot call itself", _loc(calls_itself, filename),
+                                   "Regions are straight-line tensor code; keep a recursive function as Python.",
+                                   node.name, lines[calls_itself.lineno - 1])
             others = [d for d in node.decorator_list if not frontend._is_opt_decorator(d, g)]
             if others:
                 raise CompileError("a region cannot have other decorators", _loc(others[0], filename),
@@ -155,17 +203,21 @@ def compile_source(source: str, namespace: dict[str, Any], filename: str, *, cac
             if strict:
                 raise err.with_function(node.name) from None
             failures[key] = err
-            report.python.append((node.name, err.reason))
-    for node, _level in nested:
+            if level >= 0:  # an invalid level is reported by the decorator's own error when it runs
+                report.stays_python(node.name, err.reason, err.hint)
+    for node, level in nested:
         key = (node.name, min([node.lineno] + [d.lineno for d in node.decorator_list]))
+        if level >= 0 and effective_level(level, default_level, level_override) == 0:
+            continue  # never compiled: not a failure
         err = CompileError("only top-level functions of a cell or file are compiled", _loc(node, filename),
                            "Move the function to the top level of the cell.", node.name, lines[node.lineno - 1])
         if strict:
             raise err
         failures[key] = err
-        report.python.append((node.name, err.reason))
+        report.stays_python(node.name, err.reason, err.hint)
 
-    binder = CellBinder(filename, {}, failures, report, strict=strict)
+    binder = CellBinder(filename, {}, failures, report, strict=strict, default_level=default_level,
+                        level_override=level_override)
     if not functions:
         return binder
     code = codegen.generate(functions)

@@ -11,35 +11,36 @@ import contextvars
 from typing import Any, Callable, Protocol
 
 MAX_LEVEL = 3
-DEFAULT_LEVEL = 3
+DEFAULT_LEVEL = 3  # of a bare @ppy.opt when nothing configures another (PpyMagics.default_level)
 
 
 class Binder(Protocol):
-    def bind(self, fn: Callable, level: int) -> Callable: ...
+    def bind(self, fn: Callable, level: int | None) -> Callable:
+        """The region for `fn`, or `fn` itself; `level` None means the binder's default level."""
+        ...
 
 
 _active: contextvars.ContextVar[Binder | None] = contextvars.ContextVar("ppy_binder", default=None)
 
 
-def opt(level: Any = DEFAULT_LEVEL) -> Any:
+def opt(level: Any = None) -> Any:
     """Mark a function to be compiled into an ATen region by ``%%ppy`` or ``ppy FILE``.
 
     ``level`` is 0 (never compile) to 3; every level gives results bitwise
-    equal to eager. ``@ppy.opt`` without parentheses means ``@ppy.opt(3)``.
+    equal to eager. ``@ppy.opt`` and ``@ppy.opt()`` use the default level:
+    3, or ``%config PpyMagics.default_level`` in a notebook.
     """
     if callable(level) and not isinstance(level, type):
-        return opt(DEFAULT_LEVEL)(level)
-    if type(level) is not int:
-        raise TypeError(f"ppy.opt(level): level must be an int from 0 to {MAX_LEVEL}, "
-                        f"got {type(level).__name__} {level!r}; write @ppy.opt({DEFAULT_LEVEL})")
-    if not 0 <= level <= MAX_LEVEL:
-        raise ValueError(f"ppy.opt(level): level must be from 0 (never compile) to {MAX_LEVEL}, got {level}")
+        return opt()(level)  # bare @ppy.opt: `level` is the function
+    if level is not None:
+        _check_level(level)
 
     def mark(fn: Callable) -> Callable:
         if not callable(fn):
-            raise TypeError(f"@ppy.opt({level}) decorates functions, not {type(fn).__name__}")
+            raise TypeError(f"@ppy.opt decorates functions, not {type(fn).__name__}")
         try:
-            fn.__ppy_opt__ = level  # type: ignore[attr-defined]
+            # What a plain-Python run records; a binder decides the level it compiles at.
+            fn.__ppy_opt__ = DEFAULT_LEVEL if level is None else level  # type: ignore[attr-defined]
         except (AttributeError, TypeError):
             pass
         binder = _active.get()
@@ -48,6 +49,16 @@ def opt(level: Any = DEFAULT_LEVEL) -> Any:
         return fn
 
     return mark
+
+
+def _check_level(level: Any) -> None:
+    # Raised where the decorator is written, so the user's traceback points at it.
+    if type(level) is not int:
+        raise TypeError(f"ppy.opt(level): level must be an int from 0 to {MAX_LEVEL}, "
+                        f"got {type(level).__name__} {level!r}; write @ppy.opt({DEFAULT_LEVEL})")
+    if not 0 <= level <= MAX_LEVEL:
+        raise ValueError(f"ppy.opt(level): level must be from 0 (never compile) to {MAX_LEVEL}, got {level}; "
+                         f"write @ppy.opt({min(max(level, 0), MAX_LEVEL)})")
 
 
 def activate(binder: Binder) -> contextvars.Token:
