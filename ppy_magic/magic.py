@@ -165,6 +165,124 @@ class PpyMagics(Magics):
         else:
             raise UsageError(f"%ppy_cache: unknown action {action!r}; use 'info' or 'clear'")
 
+    # -- %ppy_export -----------------------------------------------------------------
+    @magic_arguments()
+    @argument("name", metavar="NAME", help="The module name the artifact is imported as.")
+    @argument("-o", "--output", metavar="DIR", default=None,
+              help="The artifact directory (default: ./NAME-ppy); a previous artifact there is replaced.")
+    @argument("functions", metavar="FUNC", nargs="*", help="Regions to export (default: every region).")
+    @line_magic
+    def ppy_export(self, line: str) -> None:
+        """Write the regions compiled in this kernel as an artifact that loads with no compiler.
+
+        DIR gets NAME.py, the compiled extensions and ppy_manifest.json; with DIR
+        on ``sys.path``, ``import NAME`` in any process with the same torch and
+        Python (a ``torchrun`` worker, say) binds the regions, no compiler needed.
+        Example: ``%ppy_export mylayers -o dist/mylayers layer residual``.
+        """
+        from IPython.utils.process import arg_split
+
+        from . import artifact
+
+        args = self.ppy_export.parser.parse_intermixed_args(arg_split(line))  # UsageError on bad input
+        try:
+            functions = artifact.regions_in(self.shell.user_ns, args.functions)
+            written = artifact.export_regions(args.name, functions, args.output, cache=self.cache)
+        except artifact.ArtifactError as err:
+            raise UsageError(f"%ppy_export: {err}") from None
+        print(written.summary())
+
+    # -- %ppy_bench ------------------------------------------------------------------
+    @magic_arguments()
+    @argument("-n", "--number", type=int, default=None, help="Calls per round (default 20,000).")
+    @argument("-r", "--repeat", type=int, default=None,
+              help="Rounds per variant (default 5); best, median and IQR are over rounds.")
+    @argument("--threads", type=int, default=None,
+              help="PyTorch threads while timing (default 1); the previous setting is restored afterwards.")
+    @argument("--grad", action="store_true",
+              help="Time forward + backward: torch.autograd.grad of the summed output with respect to the "
+                   "floating-point tensor arguments.")
+    @argument("--no-compile", action="store_true",
+              help="Leave out torch.compile (its first call compiles, which takes tens of seconds on a CPU).")
+    @argument("-o", "--output", action="store_true",
+              help="Return the result instead of displaying it: .df is a pandas DataFrame, .metadata a dict.")
+    @argument("-q", "--quiet", action="store_true", help="No progress bar or header while measuring.")
+    @argument("func", metavar="FUNC", help="The function to time: a %%ppy region.")
+    @argument("args", metavar="ARG", nargs="...",  # argparse.REMAINDER: an ARG may start with '-'
+              help="Its arguments: names or expressions in the namespace, separated by spaces "
+                   "(parenthesise an expression that contains spaces).")
+    @line_magic
+    def ppy_bench(self, line: str) -> Any:
+        """Time FUNC(ARG, ...) as an ATen region, as PyTorch eager and under torch.compile.
+
+        Rows: ``PPy ATen region`` (FUNC), ``PyTorch eager`` (``FUNC.__wrapped__``)
+        and ``torch.compile`` (of ``FUNC.__wrapped__``, default mode). Each
+        variant's output is first compared with eager's (the region's bit for
+        bit, torch.compile's with ``torch.testing.assert_close``); then the
+        variants are timed interleaved, round by round, in this process, after
+        300 warm-up calls each, with the garbage collector off and
+        ``torch.cuda.synchronize()`` around each round for CUDA tensors.
+        torch.compile's first call compiles; it is reported apart
+        (``first_call_s``). A variant that cannot run gets a row saying why.
+
+        Shows a widget with the table (ms per call to four places), a bar
+        chart and a note on the method; with ``-o``, returns that object
+        instead: ``.df`` is a DataFrame indexed by the three labels with
+        columns best_ms, median_ms, iqr_ms, speedup_vs_eager, first_call_s,
+        matches_eager; ``.metadata`` holds the torch version, device,
+        threads, argument shapes and dtypes, number, repeat and the region's
+        fallbacks to Python during the run.
+
+        Example: ``%ppy_bench layer x w b``, ``%ppy_bench -n 1000 --grad layer x w b``.
+        """
+        from . import bench, report, widget
+
+        a = self.ppy_bench.parser.parse_args(bench.split_line(line))  # raises UsageError on a bad flag
+        given = {"number": a.number, "repeat": a.repeat, "threads": a.threads}
+        try:
+            options = bench.BenchOptions(**{k: v for k, v in given.items() if v is not None},
+                                         grad=a.grad, compile=not a.no_compile)
+        except bench.BenchUsageError as err:
+            raise UsageError(f"%ppy_bench: {err}") from None
+
+        def evaluate(expression: str, what: str) -> Any:
+            try:
+                return self.shell.ev(expression)
+            except Exception as err:
+                raise UsageError(f"%ppy_bench: {what} {expression!r} cannot be evaluated in the namespace: "
+                                 f"{type(err).__name__}: {err}") from None
+
+        func = evaluate(a.func, "FUNC")
+        if not callable(func):
+            raise UsageError(f"%ppy_bench: FUNC {a.func!r} is a {type(func).__name__}, not a function; "
+                             "write %ppy_bench FUNC ARG ...")
+        values = [evaluate(expr, "ARG") for expr in a.args]
+        shown = widget.progress(self.shell, f"%ppy_bench {a.func}", options.repeat, compiling=options.compile,
+                                quiet=a.quiet)
+        try:
+            result = bench.measure(func, values, options, arg_names=a.args, on_progress=shown.update)
+        except bench.BenchUsageError as err:
+            raise UsageError(f"%ppy_bench: {err}") from None
+        except bench.EagerError as failed:  # eager's own error, once, from the user's frames down
+            err = failed.error
+            if hasattr(err, "add_note"):  # Python >= 3.11
+                err.add_note(f"%ppy_bench: PyTorch eager ({failed.function}) raised this on the given "
+                             "arguments; nothing was timed.")
+            stb = self.shell.InteractiveTB.structured_traceback(type(err), err, err.__traceback__, tb_offset=0)
+            shown_text = "\n".join(stb)
+            stb += [note for note in getattr(err, "__notes__", ()) if note not in shown_text]  # older IPython
+            err._render_traceback_ = lambda: stb  # type: ignore[attr-defined]
+            raise err from None
+        finally:
+            shown.close()
+        out = report.BenchReport(result)
+        if a.output:
+            return out
+        from IPython.display import display
+
+        display(out)
+        return None
+
     def _parse(self, func: Any, line: str) -> Any:
         name = getattr(func, "argcmd_name", func.__name__).lstrip("%")
         try:
