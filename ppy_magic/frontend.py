@@ -385,7 +385,11 @@ class FunctionCompiler(ast.NodeVisitor):
         starred = [i for i, e in enumerate(target.elts) if isinstance(e, ast.Starred)]
         n = len(target.elts)
         items = self.sequence_items(target, value, n - len(starred), bool(starred))
-        if starred:
+        if starred and any(isinstance(i, _Starred) for i in items):  # run-time length: sliced already
+            for t, v in zip(target.elts, items):
+                self.bind_target(t.value if isinstance(t, ast.Starred) else t,
+                                 v.value if isinstance(v, _Starred) else v)
+        elif starred:
             s = starred[0]
             after = n - s - 1
             head, mid, tail = items[:s], items[s:len(items) - after], items[len(items) - after:]
@@ -407,13 +411,22 @@ class FunctionCompiler(ast.NodeVisitor):
             return list(value.items)
         kind = getattr(value, "kind", None)
         if kind in (ir.INTS, ir.TENSORS):
-            if starred:
-                raise self.error(node, "starred unpacking of a sequence whose length is only known at run "
-                                       "time is not supported in a region")
             size = self.cpp("static_cast<int64_t>({0}.size())", ir.INT, value)
-            self.emit(ir.Effect(ir.Cpp(f"ppy::check_unpack({{0}}, {want}, false)", (size,)), self.line()))
+            self.emit(ir.Effect(ir.Cpp(f"ppy::check_unpack({{0}}, {want}, {'true' if starred else 'false'})",
+                                       (size,)), self.line()))
             item_kind = ir.INT if kind == ir.INTS else ir.TENSOR
-            return [self.cpp(f"{{0}}[{i}]", item_kind, value) for i in range(want)]
+            if not starred:
+                return [self.cpp(f"{{0}}[{i}]", item_kind, value) for i in range(want)]
+            if kind != ir.INTS:
+                raise self.error(node, "starred unpacking of a list of tensors is not supported in a region")
+            s = next(i for i, e in enumerate(node.elts) if isinstance(e, ast.Starred))
+            after = want - s
+            head = [self.cpp(f"{{0}}[{i}]", ir.INT, value) for i in range(s)]
+            mid = self.cpp(f"ppy::seq_slice({{0}}, c10::optional<int64_t>({s}), "
+                           f"c10::optional<int64_t>({{1}} - {after}), c10::optional<int64_t>())", ir.INTS,
+                           value, size)
+            tail = [self.cpp(f"{{0}}[{{1}} - {after - i}]", ir.INT, value, size) for i in range(after)]
+            return head + [_Starred(mid)] + tail
         raise self.error(node, f"cannot unpack {ops.describe(value)} in a region")
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -796,7 +809,8 @@ class FunctionCompiler(ast.NodeVisitor):
             table = {ast.Add: "ppy::py_add({0}, {1})", ast.Sub: "ppy::py_sub({0}, {1})",
                      ast.Mult: "ppy::py_mul({0}, {1})", ast.FloorDiv: "ppy::py_floordiv({0}, {1})",
                      ast.Mod: "ppy::py_mod({0}, {1})", ast.BitAnd: "({0} & {1})", ast.BitOr: "({0} | {1})",
-                     ast.BitXor: "({0} ^ {1})"}
+                     ast.BitXor: "({0} ^ {1})", ast.LShift: "ppy::py_lshift({0}, {1})",
+                     ast.RShift: "ppy::py_rshift({0}, {1})"}
             if t in table:
                 if a.kind == b.kind == ir.BOOL and t in (ast.BitAnd, ast.BitOr, ast.BitXor):
                     return self.cpp(table[t], ir.BOOL, a, b)
@@ -1239,7 +1253,7 @@ class FunctionCompiler(ast.NodeVisitor):
                 return out
         raise self.error(node, f"{fn.__name__}() with these arguments is not supported in a region")
 
-    def call_op(self, node: ast.AST, spec: ops.OpSpec, args: list, kwargs: dict, method: bool,
+    def call_op(self, node: ast.AST, spec: ops.OpSpec, args: list, kwargs: dict, method: bool = False,
                 display: str | None = None) -> Any:
         overload, bound = ops.resolve(spec, args, kwargs, method=method, display=display or spec.aten)
         kinds = ops.result_kinds(overload)
@@ -1379,6 +1393,13 @@ _UNBOUND = object()
 class _Unbound:
     name: str
     why: str = "it is not bound on every path to here"
+
+
+@dataclass(frozen=True)
+class _Starred:
+    """The starred part of an unpacking whose length is known only at run time."""
+
+    value: ir.Var
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,19 @@ inline int64_t py_mod(int64_t a, int64_t b) {
   if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return r;
 }
+inline int64_t py_lshift(int64_t a, int64_t b) {
+  if (b < 0) raise(PyError::ValueError, "negative shift count");
+  if (a == 0) return 0;
+  if (b >= 63) int_overflow();
+  const int64_t r = static_cast<int64_t>(static_cast<uint64_t>(a) << b);
+  if ((r >> b) != a) int_overflow();
+  return r;
+}
+inline int64_t py_rshift(int64_t a, int64_t b) {
+  if (b < 0) raise(PyError::ValueError, "negative shift count");
+  if (b >= 63) return a < 0 ? -1 : 0;
+  return a >> b;  // arithmetic shift: floor division by 2**b, as Python
+}
 inline int64_t py_pow(int64_t a, int64_t b) {  // b >= 0, checked by the caller's kinds
   int64_t r = 1;
   while (b > 0) {
