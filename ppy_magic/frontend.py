@@ -57,6 +57,7 @@ class Globals:
     values: dict[str, Any]
     unknown: set[str] = field(default_factory=set)
     functions: dict[str, ast.FunctionDef] = field(default_factory=dict)  # decorated defs of the source
+    plain_functions: set[str] = field(default_factory=set)  # undecorated defs of the source
 
     def lookup(self, name: str) -> tuple[bool, Any]:
         if name in self.unknown:
@@ -164,6 +165,7 @@ def collect_globals(tree: ast.Module, namespace: dict[str, Any]) -> Globals:
             unknown.add(name)
     g = Globals(values, unknown)
     g.functions = {n: f for n, f in functions.items() if opt_level(f, g) is not None}
+    g.plain_functions = {n for n in functions if n not in g.functions}
     return g
 
 
@@ -699,6 +701,8 @@ class FunctionCompiler(ast.NodeVisitor):
         if node.id in self.g.functions:  # another @ppy.opt function of the same source
             return Static(CellFunction(self.g.functions[node.id]))
         ok, value = self.g.lookup(node.id)
+        if not ok and node.id in self.g.plain_functions:
+            raise self.error(node, _PLAIN_FUNCTION.format(name=node.id), _PLAIN_FUNCTION_HINT)
         if not ok:
             raise self.error(node, f"name '{node.id}' is not known when the region is compiled",
                              "Define it before the function: a module, or an int/float/bool/str constant.")
@@ -1193,6 +1197,8 @@ class FunctionCompiler(ast.NodeVisitor):
         spec = ops.function_spec(fn)
         if spec is not None:
             return self.call_op(node, spec, args, kwargs, method=False, display=display)
+        if isinstance(fn, types.FunctionType) and not fn.__module__.startswith("torch"):
+            raise self.error(node.func, _PLAIN_FUNCTION.format(name=display), _PLAIN_FUNCTION_HINT)
         raise self.error(node.func, f"`{display}` is not supported in a region",
                          "Regions call torch operators and other @ppy.opt functions; "
                          "ppy_magic.supported_ops() lists the operators.")
@@ -1462,6 +1468,9 @@ def _rebuild(structure: Any, runtime: Any) -> Any:
                         eval(structure[2], {"torch": torch}), structure[1])  # noqa: S307 - our own repr
     raise CompileError("a helper returned a value that cannot cross a call")
 
+
+_PLAIN_FUNCTION = "`{name}` is a Python function, not a torch operator or a @ppy.opt function"
+_PLAIN_FUNCTION_HINT = "Decorate it with @ppy.opt so the region can call it, or keep this function Python."
 
 _HINTS = {
     "Expr": "A region has no side effects: assign the value, or call an in-place method like x.add_(y).",
