@@ -442,7 +442,8 @@ def function_cpp(fn: ir.Function, symbol: str) -> tuple[list[str], list[tuple[in
     for h in fn.helpers:
         lines += _helper_cpp(h, fn.source_lines) + [""]
     em = Emitter(fn.name, fn.source_lines, True, helper=False)
-    em.out(0, f"// {fn.name} ({fn.filename}:{fn.def_line})")
+    # No file name here: the same source must give the same TU (and cache key) in any kernel or directory.
+    em.out(0, f"// {fn.name} (line {fn.def_line})")
     em.out(0, f"void {symbol}(const ppy::Arg* ppy_args, ppy::Out* ppy_out) {{")
     em.out(1, "int ppy_line = 0;")
     em.out(1, "try {")

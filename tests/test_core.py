@@ -387,3 +387,11 @@ def test_threads_share_a_region(cell):
     for t in threads:
         t.join()
     assert not errors and len(results) == 400 and all(results)
+
+
+def test_the_same_source_under_another_file_name_is_a_cache_hit(cell):
+    # a cell's file name changes with the execution count; the module must not
+    _, report = cell
+    _, again = compile_cell(CELL, filename="<core-cell-run-again-in-another-kernel>")
+    assert again.module_name == report.module_name
+    assert again.build_source == "memory"
