@@ -9,18 +9,22 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from .artifact import PpyArtifactWarning
 from .build import toolchain_ready
 from .errors import BuildError, CompileError, PpyError
+from .ops import supported_ops
 from .region import PpyFallbackWarning, explain
 
 __all__ = [
     "BuildError",
     "CompileError",
+    "PpyArtifactWarning",
     "PpyError",
     "PpyFallbackWarning",
     "__version__",
     "explain",
     "load_ipython_extension",
+    "supported_ops",
     "toolchain_ready",
     "unload_ipython_extension",
 ]

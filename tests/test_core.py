@@ -395,3 +395,18 @@ def test_the_same_source_under_another_file_name_is_a_cache_hit(cell):
     _, again = compile_cell(CELL, filename="<core-cell-run-again-in-another-kernel>")
     assert again.module_name == report.module_name
     assert again.build_source == "memory"
+
+
+def test_the_public_names():
+    import ppy_magic
+
+    assert sorted(ppy_magic.__all__) == sorted([
+        "BuildError", "CompileError", "PpyArtifactWarning", "PpyError", "PpyFallbackWarning", "__version__",
+        "explain", "load_ipython_extension", "supported_ops", "toolchain_ready", "unload_ipython_extension"])
+    for name in ppy_magic.__all__:
+        assert hasattr(ppy_magic, name), name
+    ops = ppy_magic.supported_ops()
+    for name in ("torch.matmul", "torch.add", "F.gelu", "F.softmax", "F.layer_norm", "Tensor.view",
+                 "Tensor.split", "Tensor.float", "torch.linalg.vector_norm", "torch.special.erf"):
+        assert name in ops, name
+    assert len(ops) > 500
