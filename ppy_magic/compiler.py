@@ -193,7 +193,7 @@ def compile_source(source: str, namespace: dict[str, Any], filename: str, *, cac
                 raise CompileError("a region cannot call itself", _loc(calls_itself, filename),
                                    "Regions are straight-line tensor code; keep a recursive function as Python.",
                                    node.name, lines[calls_itself.lineno - 1])
-            others = [d for d in node.decorator_list if not frontend._is_opt_decorator(d, g)]
+            others = [d for d in node.decorator_list if not frontend.is_opt_decorator(d, g)]
             if others:
                 raise CompileError("a region cannot have other decorators", _loc(others[0], filename),
                                    "Apply other decorators to a wrapper, or drop @ppy.opt.", node.name,

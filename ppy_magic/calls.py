@@ -1,0 +1,273 @@
+"""Calls in the region language: ATen ops, builtins, ``math.*``, and callees.
+
+A mixin of ``frontend.FunctionCompiler``. Another ``@ppy.opt`` function or an
+adapter is compiled as a C++ helper specialised to the call site's argument
+kinds (constants stay constants), and called.
+"""
+
+from __future__ import annotations
+
+import ast
+import types
+from typing import Any
+
+import torch
+
+from . import adapters, ir, ops
+from .errors import CompileError
+from .namespace import Globals, collect_globals
+from .values import (
+    Static, Unsupported, CellFunction, TensorMethod, atoms_of, constant, kinds_of, is_literal,
+    rebuild, structure_of, MATH_FUNCTIONS, PLAIN_FUNCTION, PLAIN_FUNCTION_HINT,
+)
+
+
+class CallCompiler:
+    # calls
+    def visit_Call(self, node: ast.Call) -> Any:
+        func = self.value(node.func)
+        args = self.starred_items(node.args)
+        kwargs = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise self.error(kw.value, "`**kwargs` in a call is not supported in a region")
+            kwargs[kw.arg] = self.value(kw.value)
+        if isinstance(func, TensorMethod):
+            return self.method_call(node, func, args, kwargs)
+        if isinstance(func, Static):
+            return self.static_call(node, func.value, args, kwargs)
+        raise self.error(node.func, f"calling {ops.describe(func)} is not supported in a region")
+
+    def method_call(self, node: ast.Call, m: TensorMethod, args: list, kwargs: dict) -> Any:
+        t, name = m.receiver, m.name
+        if name == "size":
+            if not args and not kwargs:
+                return self.cpp("{0}.sizes().vec()", ir.INTS, t)
+            d = args[0] if args else kwargs.get("dim")
+            if getattr(d, "kind", None) == ir.INT and len(args) + len(kwargs) == 1:
+                return self.cpp("{0}.size({1})", ir.INT, t, d)
+        if name == "dim" and not args and not kwargs:
+            return self.cpp("static_cast<int64_t>({0}.dim())", ir.INT, t)
+        if name == "numel" and not args and not kwargs:
+            return self.cpp("{0}.numel()", ir.INT, t)
+        adapter = adapters.METHODS.get(name)
+        if adapter is not None:
+            return self.call_adapter(node, adapter, [t] + args, kwargs)
+        spec = ops.method_spec(name)
+        if spec is None:
+            raise self.error(node.func, f"Tensor method `.{name}()` is not supported in a region",
+                             "ppy_magic.supported_ops() lists what regions can call.")
+        return self.call_op(node, spec, [t] + args, kwargs, method=True, display=f"Tensor.{name}")
+
+    def static_call(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
+        display = ast.unparse(node.func)
+        if fn is adapters.unsupported:
+            raise Unsupported(self.message(node.args[0]) if node.args else "unsupported")
+        if fn in MATH_FUNCTIONS:
+            return self.math_call(node, fn, args, kwargs)
+        if fn in (len, int, float, bool, abs, min, max, isinstance):
+            return self.builtin_call(node, fn, args, kwargs)
+        name = adapters.lookup(fn)
+        if name is not None:
+            return self.call_adapter(node, name, args, kwargs)
+        callee = self.callee_def(fn)
+        if callee is not None:
+            return self.call_user(node, callee, args, kwargs)
+        spec = ops.function_spec(fn)
+        if spec is not None:
+            return self.call_op(node, spec, args, kwargs, method=False, display=display)
+        if isinstance(fn, types.FunctionType) and not fn.__module__.startswith("torch"):
+            raise self.error(node.func, PLAIN_FUNCTION.format(name=display), PLAIN_FUNCTION_HINT)
+        raise self.error(node.func, f"`{display}` is not supported in a region",
+                         "Regions call torch operators and other @ppy.opt functions; "
+                         "ppy_magic.supported_ops() lists the operators.")
+
+    def math_call(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
+        if kwargs or len(args) != 1 or getattr(args[0], "kind", None) not in ir.SCALAR_KINDS:
+            raise self.error(node, f"math.{fn.__name__} takes one number in a region")
+        if isinstance(args[0], ir.Const):
+            return self.fold(node, fn, args[0])
+        template, kind = MATH_FUNCTIONS[fn]
+        return self.cpp(template, kind, self.as_float(args[0]))
+
+    def builtin_call(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
+        if kwargs:
+            raise self.error(node, f"{fn.__name__}() with keywords is not supported in a region")
+        if fn is isinstance and len(args) == 2 and isinstance(args[1], Static):
+            want = args[1].value
+            kinds = {int: (ir.INT, ir.BOOL), float: (ir.FLOAT,), bool: (ir.BOOL,), torch.Tensor: (ir.TENSOR,),
+                     tuple: (), list: ()}
+            if want in kinds:
+                v = args[0]
+                if isinstance(v, ir.Tup):
+                    return ir.Const(want in (tuple, list), ir.BOOL)
+                return ir.Const(getattr(v, "kind", None) in kinds[want], ir.BOOL)
+        if len(args) == 1:
+            v = args[0]
+            kind = getattr(v, "kind", None)
+            if isinstance(v, ir.Const) and fn is not len:
+                return self.fold(node, fn, v)
+            if fn is len:
+                if isinstance(v, ir.Tup):
+                    return ir.Const(len(v.items), ir.INT)
+                if kind == ir.TENSOR:
+                    return self.cpp("ppy::checked_len_dim0({0})", ir.INT, v)
+                if kind in (ir.INTS, ir.TENSORS):
+                    return self.cpp("static_cast<int64_t>({0}.size())", ir.INT, v)
+            if fn is float and kind in (ir.INT, ir.BOOL, ir.FLOAT):
+                return self.as_float(v)
+            if fn is int and kind in (ir.INT, ir.BOOL):
+                return self.as_int(v)
+            if fn is int and kind == ir.FLOAT:
+                return self.cpp("ppy::math_trunc({0})", ir.INT, v)
+            if fn is bool and kind in ir.SCALAR_KINDS + (ir.INTS,):
+                return self.truth_of(node, v)
+            if fn is abs and kind == ir.FLOAT:
+                return self.cpp("std::fabs({0})", ir.FLOAT, v)
+            if fn is abs and kind in (ir.INT, ir.BOOL):
+                return self.cpp("({0} < 0 ? ppy::py_neg({0}) : {0})", ir.INT, self.as_int(v))
+        if fn in (min, max) and len(args) >= 2:
+            kinds = {getattr(a, "kind", None) for a in args}
+            if len(kinds) == 1 and kinds.pop() in (ir.INT, ir.FLOAT):
+                if all(isinstance(a, ir.Const) for a in args):
+                    return self.fold(node, fn, *args)
+                out = args[0]
+                pick = "<" if fn is min else ">"
+                for a in args[1:]:  # Python keeps the first of equal values
+                    out = self.cpp(f"({{1}} {pick} {{0}} ? {{1}} : {{0}})", out.kind, out, a)
+                return out
+        raise self.error(node, f"{fn.__name__}() with these arguments is not supported in a region")
+
+    def call_op(self, node: ast.AST, spec: ops.OpSpec, args: list, kwargs: dict, method: bool = False,
+                display: str | None = None) -> Any:
+        overload, bound = ops.resolve(spec, args, kwargs, method=method, display=display or spec.aten)
+        kinds = ops.result_kinds(overload)
+        if kinds is None:
+            raise self.error(node, f"{display or spec.aten} returns {', '.join(overload.returns)}, "
+                                   "which a region cannot represent exactly")
+        call = ir.Call(overload, bound)
+        if overload.is_inplace:
+            self.emit(ir.Effect(call, self.line()))
+            return bound[0]  # in-place ops return self: the same tensor
+        if len(kinds) == 1:
+            return self.assign(call, kinds[0])
+        targets = tuple(self.new_var("t", k) for k in kinds)
+        self.emit(ir.Assign(targets, call, self.line()))
+        return ir.Tup(targets, ops.result_type(overload))
+
+    # callees: other @ppy.opt functions and adapters, compiled as specialised C++ helpers
+    def callee_def(self, fn: Any) -> tuple[ast.FunctionDef, Globals, str, list[str]] | None:
+        if isinstance(fn, CellFunction):
+            return fn.node, self.g, self.filename, self.source_lines
+        target = getattr(fn, "__wrapped__", fn) if getattr(fn, "__ppy_region__", False) else fn
+        if isinstance(target, types.FunctionType) and getattr(target, "__ppy_opt__", 0):
+            import inspect
+            import textwrap
+
+            try:
+                lines, start = inspect.getsourcelines(target)
+            except (OSError, TypeError):
+                return None
+            src = textwrap.dedent("".join(lines))
+            tree = ast.parse(src)
+            node = tree.body[0]
+            ast.increment_lineno(node, start - 1)
+            g = collect_globals(ast.Module(body=[], type_ignores=[]), target.__globals__)
+            import linecache
+
+            file_lines = [ln.rstrip("\n") for ln in linecache.getlines(target.__code__.co_filename)]
+            return node, g, target.__code__.co_filename, file_lines
+        return None
+
+    def call_user(self, node: ast.Call, callee: tuple, args: list, kwargs: dict) -> Any:
+        fdef, g, filename, lines = callee
+        return self.call_helper(node, fdef, g, filename, lines, args, kwargs, adapter=False)
+
+    def call_adapter(self, node: ast.AST, name: str, args: list, kwargs: dict) -> Any:
+        defs, lines = adapters.definitions()
+        g = Globals(dict(adapters.namespace()))
+        return self.call_helper(node, defs[name], g, "<adapter>", lines, args, kwargs, adapter=True)
+
+    def call_helper(self, node: ast.AST, fdef: ast.FunctionDef, g: Globals, filename: str, lines: list[str],
+                    args: list, kwargs: dict, adapter: bool) -> Any:
+        who = fdef.name
+        if not adapter and (who in self.ctx.stack or who == self.region_name):
+            raise self.error(node, f"'{who}' calls itself; recursion is not supported in a region")
+        params = fdef.args
+        if params.vararg or params.kwarg or params.kwonlyargs or params.posonlyargs:
+            raise self.error(node, f"calling '{who}': only plain positional parameters are supported")
+        names = [a.arg for a in params.args]
+        if len(args) > len(names):
+            raise self.error(node, f"{who}() takes {len(names)} arguments but {len(args)} were given")
+        defaults = dict(zip(names[len(names) - len(params.defaults):], params.defaults))
+        bound: dict[str, Any] = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in names or k in bound:
+                raise self.error(node, f"{who}() got an unexpected or repeated argument '{k}'")
+            bound[k] = v
+        for n in names:
+            if n not in bound:
+                if n not in defaults:
+                    raise self.error(node, f"{who}() missing required argument '{n}'")
+                c = constant(ast.literal_eval(defaults[n])) if is_literal(defaults[n]) else None
+                if c is None:
+                    raise self.error(node, f"the default of '{n}' in {who}() is not a literal")
+                bound[n] = c
+        key = (id(fdef), tuple((n, structure_of(bound[n])) for n in names))
+        if key not in self.ctx.specialised:
+            self.ctx.specialised[key] = self.specialise(node, fdef, g, filename, lines, names, bound, adapter)
+        symbol, structure, kinds = self.ctx.specialised[key]
+        runtime_args = tuple(a for n in names for a in atoms_of(bound[n]) if isinstance(a, ir.Var))
+        targets = tuple(self.new_var("r", k) for k in kinds)
+        self.emit(ir.Assign(targets, ir.CallFunction(symbol, runtime_args), self.line()))
+        it = iter(targets)
+        return rebuild(structure, it)
+
+    def specialise(self, node: ast.AST, fdef: ast.FunctionDef, g: Globals, filename: str, lines: list[str],
+                   names: list[str], bound: dict, adapter: bool) -> tuple[str, Any, tuple[str, ...]]:
+        from .frontend import FunctionCompiler  # the mixin's host class
+
+        sub = FunctionCompiler(fdef, g, filename, lines, self.ctx, region_name=self.region_name, adapter=adapter,
+                               helper=True)
+        params: list[ir.Var] = []
+        for n in names:
+            sub.locals[n] = sub.rename_params(bound[n], n, params)
+        self.ctx.stack.append(fdef.name)
+        try:
+            sub.compile_body(fdef.body)
+        except Unsupported:
+            raise
+        except CompileError as err:
+            if adapter:
+                raise self.error(node, err.message, err.hint) from None
+            raise
+        finally:
+            self.ctx.stack.pop()
+        if not sub.terminated:
+            sub.emit(ir.Return((), "helper", sub.line()))
+            sub.returns.append(("helper", structure_of(ir.Const(None, ir.NONE))))
+        structures = {s for _, s in sub.returns}
+        if len(structures) != 1:
+            raise self.error(node, f"'{fdef.name}' returns different kinds of value on different paths")
+        structure = structures.pop()
+        kinds = kinds_of(structure)
+        symbol = f"ppy_fn_{len(self.ctx.helpers)}_{fdef.name.strip('_')}"
+        body = tuple(sub.body)
+        self.ctx.helpers.append(ir.Helper(symbol, tuple(params), body, kinds, not adapter))
+        if not adapter:
+            for ln in range(fdef.lineno, (fdef.end_lineno or fdef.lineno) + 1):
+                if 0 < ln <= len(lines):
+                    self.ctx.source_lines.setdefault(ln, lines[ln - 1].strip())
+        return symbol, structure, kinds
+
+    def rename_params(self, value: Any, name: str, params: list[ir.Var]) -> Any:
+        """A helper's view of an argument: runtime atoms become its parameters, the rest stays static."""
+        if isinstance(value, ir.Tup):
+            return ir.Tup(tuple(self.rename_params(v, name, params) for v in value.items), value.structseq)
+        if isinstance(value, ir.Var):
+            var = self.new_var(name, value.kind)
+            params.append(var)
+            return var
+        return value
+
+

@@ -1,0 +1,160 @@
+"""What global names mean when a function is compiled, and which functions are decorated.
+
+Resolved before the cell runs: the namespace it runs in plus the top-level
+statements of the source whose value is known beforehand (imports of known
+modules, literal constants).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+
+from .decorator import MAX_LEVEL
+
+@dataclass
+class Globals:
+    """What global names mean at compile time.
+
+    ``values`` comes from the namespace the cell or file runs in plus the
+    top-level statements of the source itself whose value is known before they
+    run (``import torch``, ``EPS = 1e-5``); a name bound any other way is
+    ``unknown`` and cannot be frozen into a region.
+    """
+
+    values: dict[str, Any]
+    unknown: set[str] = field(default_factory=set)
+    functions: dict[str, ast.FunctionDef] = field(default_factory=dict)  # decorated defs of the source
+    plain_functions: set[str] = field(default_factory=set)  # undecorated defs of the source
+
+    def lookup(self, name: str) -> tuple[bool, Any]:
+        if name in self.unknown:
+            return False, None
+        if name in self.values:
+            return True, self.values[name]
+        if hasattr(builtins, name):
+            return True, getattr(builtins, name)
+        return False, None
+
+
+def is_opt_decorator(node: ast.expr, g: Globals) -> bool:
+    from . import decorator
+
+    target = node.func if isinstance(node, ast.Call) else node
+    return static_value(target, g) is decorator.opt
+
+
+def static_value(node: ast.expr, g: Globals) -> Any:
+    """The object a dotted name (``ppy.opt``, ``torch.nn.functional``) refers to, or None."""
+    if isinstance(node, ast.Name):
+        ok, value = g.lookup(node.id)
+        return value if ok else None
+    if isinstance(node, ast.Attribute):
+        base = static_value(node.value, g)
+        if isinstance(base, (types.ModuleType, type)):
+            return getattr(base, node.attr, None)
+    return None
+
+
+def opt_level(fn: ast.FunctionDef | ast.AsyncFunctionDef, g: Globals, default: int = MAX_LEVEL) -> int | None:
+    """The level of a ``@ppy.opt(...)`` decorator on `fn`, or None if it has none.
+
+    Levels that are not an int literal are checked when the decorator runs (-1 here).
+    """
+    for dec in fn.decorator_list:
+        if not is_opt_decorator(dec, g):
+            continue
+        if not isinstance(dec, ast.Call) or (not dec.args and not dec.keywords):
+            return default  # bare @ppy.opt or @ppy.opt()
+        arg = dec.args[0] if dec.args else dec.keywords[0].value
+        if isinstance(arg, ast.Constant) and type(arg.value) is int and 0 <= arg.value <= MAX_LEVEL:
+            return arg.value
+        return -1
+    return None
+
+
+def collect_globals(tree: ast.Module, namespace: dict[str, Any]) -> Globals:
+    """Global names as a function compiled from `tree` will see them.
+
+    A name the source binds at top level exactly once, by an import of a known
+    module or a literal int/float/bool/str assignment, has that value; a name it
+    binds any other way (or twice) is unknown: its value is not known before the
+    cell runs. Other names come from `namespace`.
+    """
+    bindings: dict[str, list[tuple[bool, Any]]] = {}
+    functions: dict[str, ast.FunctionDef] = {}
+
+    def bind(name: str, value: Any, known: bool) -> None:
+        bindings.setdefault(name, []).append((known, value))
+
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                name = alias.asname or alias.name.split(".")[0]
+                mod = _import_known(alias.name if alias.asname else name)
+                bind(name, mod, mod is not None)
+        elif isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module:
+            mod = _import_known(stmt.module)
+            for alias in stmt.names:
+                if mod is not None and hasattr(mod, alias.name):
+                    value = getattr(mod, alias.name)
+                else:
+                    value = _import_known(f"{stmt.module}.{alias.name}")
+                bind(alias.asname or alias.name, value, value is not None)
+        elif (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+              and isinstance(stmt.targets[0], ast.Name)):
+            try:
+                value = ast.literal_eval(stmt.value)
+            except ValueError:
+                value = None
+            bind(stmt.targets[0].id, value, type(value) in (int, float, bool, str))
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bind(stmt.name, None, False)
+            if isinstance(stmt, ast.FunctionDef):
+                functions.setdefault(stmt.name, stmt)
+                if len(bindings[stmt.name]) > 1:
+                    functions.pop(stmt.name, None)
+        else:
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    bind(node.id, None, False)
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    bind(node.name, None, False)
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    for alias in node.names:
+                        bind(alias.asname or alias.name.split(".")[0], None, False)
+    values = dict(namespace)
+    unknown: set[str] = set()
+    for name, seen in bindings.items():
+        if len(seen) == 1 and seen[0][0]:
+            values[name] = seen[0][1]
+        else:
+            values.pop(name, None)
+            unknown.add(name)
+    g = Globals(values, unknown)
+    g.functions = {n: f for n, f in functions.items() if opt_level(f, g) is not None}
+    g.plain_functions = {n for n in functions if n not in g.functions}
+    return g
+
+
+_IMPORTABLE_ROOTS = {"torch", "math", "ppy", "ppy_magic", "operator"}
+
+
+def _import_known(name: str) -> types.ModuleType | None:
+    """Import a module a function may refer to, if that is safe to do at compile time."""
+    import importlib
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name]
+    if name.split(".")[0] not in _IMPORTABLE_ROOTS:
+        return None
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+

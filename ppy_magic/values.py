@@ -1,0 +1,223 @@
+"""Values the front end computes with, besides IR atoms, and its compile-time tables.
+
+``Static`` wraps a Python object known at compile time (a module, a function, a
+dtype); ``ir.Tup`` is a tuple known at compile time; ``structure_of`` describes a
+value for specialising callees. The tables map Python operators and ``math``
+functions to their meaning in a region.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from . import ir
+from .errors import CompileError, Location
+
+ANNOTATIONS = {"Tensor": ir.TENSOR, "float": ir.FLOAT, "int": ir.INT, "bool": ir.BOOL, "str": ir.STR}
+
+
+@dataclass(frozen=True)
+class Static:
+    """A Python object known when the function is compiled (a module, a function, a type)."""
+
+    value: Any
+
+
+class Unsupported(Exception):
+    """An adapter reached `unsupported(...)`: the calling function stays Python."""
+
+
+# ---- compile-time tables ---------------------------------------------------------------------
+
+PY_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+              ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+              ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
+              ast.LShift: operator.lshift, ast.RShift: operator.rshift}
+PY_UNARYOPS = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
+                ast.Invert: operator.invert}
+PY_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+               ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not}
+CPP_COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.MatMult: "@", ast.FloorDiv: "//",
+            ast.Mod: "%", ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&",
+            ast.BitOr: "|", ast.BitXor: "^"}
+
+# math.* on numbers: C++ template (with CPython's error checks) and result kind.
+MATH_FUNCTIONS = {
+    math.sqrt: ("ppy::math_checked({0}, std::sqrt({0}))", ir.FLOAT),
+    math.exp: ("ppy::math_checked({0}, std::exp({0}))", ir.FLOAT),
+    math.log: ("ppy::math_log({0})", ir.FLOAT),
+    math.log2: ("ppy::math_log2({0})", ir.FLOAT),
+    math.log10: ("ppy::math_log10({0})", ir.FLOAT),
+    math.sin: ("ppy::math_checked({0}, std::sin({0}))", ir.FLOAT),
+    math.cos: ("ppy::math_checked({0}, std::cos({0}))", ir.FLOAT),
+    math.tan: ("ppy::math_checked({0}, std::tan({0}))", ir.FLOAT),
+    math.tanh: ("std::tanh({0})", ir.FLOAT),
+    math.atan: ("std::atan({0})", ir.FLOAT),
+    math.erf: ("std::erf({0})", ir.FLOAT),
+    math.fabs: ("std::fabs({0})", ir.FLOAT),
+    math.floor: ("ppy::math_floor({0})", ir.INT),
+    math.ceil: ("ppy::math_ceil({0})", ir.INT),
+}
+
+RAISABLE_ERRORS = {"AssertionError", "ValueError", "ZeroDivisionError", "OverflowError", "IndexError", "TypeError"}
+
+
+def kind_of_constant(v: Any) -> str | None:
+    if type(v) is bool:
+        return ir.BOOL
+    if type(v) is int:
+        return ir.INT
+    if type(v) is float:
+        return ir.FLOAT
+    if v is None:
+        return ir.NONE
+    if type(v) is str:
+        return ir.STR
+    if isinstance(v, torch.dtype):
+        return ir.DTYPE
+    return None
+
+
+def constant(v: Any) -> ir.Const | ir.Tup | None:
+    if isinstance(v, tuple):
+        items = [constant(i) for i in v]
+        return None if any(i is None for i in items) else ir.Tup(tuple(items))
+    kind = kind_of_constant(v)
+    if kind is None or (kind == ir.INT and not -(2**63) <= v < 2**63):
+        return None
+    return ir.Const(v, kind)
+
+
+def location(node: ast.AST, filename: str) -> Location:
+    end = getattr(node, "end_col_offset", None) if getattr(node, "end_lineno", None) == node.lineno else None
+    return Location(filename, node.lineno, node.col_offset, end)
+
+
+# ---- helpers for values ---------------------------------------------------------------------
+
+UNBOUND = object()
+
+
+@dataclass(frozen=True)
+class Unbound:
+    name: str
+    why: str = "it is not bound on every path to here"
+
+
+@dataclass(frozen=True)
+class StarredRest:
+    """The starred part of an unpacking whose length is known only at run time."""
+
+    value: ir.Var
+
+
+@dataclass(frozen=True)
+class CellFunction:
+    """A decorated function defined in the source being compiled (not yet run)."""
+
+    node: ast.FunctionDef
+
+
+@dataclass(frozen=True)
+class TensorMethod:
+    receiver: ir.Atom
+    name: str
+
+
+def is_literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+        return True
+    except ValueError:
+        return False
+
+
+def structure_of(value: Any) -> Any:
+    """A hashable description of a value: static parts exactly, runtime atoms by kind."""
+    if isinstance(value, ir.Tup):
+        return ("tuple", tuple(structure_of(v) for v in value.items), value.structseq)
+    if isinstance(value, ir.Var):
+        return ("var", value.kind)
+    if isinstance(value, ir.Const):
+        return ("const", value.kind, repr(value.value))
+    if isinstance(value, Static):
+        return ("static", id(value.value))
+    return ("other", repr(value))
+
+
+def atoms_of(value: Any) -> list:
+    if isinstance(value, ir.Tup):
+        return [a for v in value.items for a in atoms_of(v)]
+    return [value]
+
+
+def kinds_of(structure: Any) -> tuple[str, ...]:
+    tag = structure[0]
+    if tag == "tuple":
+        return tuple(k for s in structure[1] for k in kinds_of(s))
+    if tag == "var":
+        return (structure[1],)
+    return ()
+
+
+def rebuild(structure: Any, runtime: Any) -> Any:
+    tag = structure[0]
+    if tag == "tuple":
+        return ir.Tup(tuple(rebuild(s, runtime) for s in structure[1]), structure[2])
+    if tag == "var":
+        return next(runtime)
+    if tag == "const":
+        return ir.Const(ast.literal_eval(structure[2]) if structure[1] != ir.DTYPE else
+                        eval(structure[2], {"torch": torch}), structure[1])  # noqa: S307 - our own repr
+    raise CompileError("a helper returned a value that cannot cross a call")
+
+
+PLAIN_FUNCTION = "`{name}` is a Python function, not a torch operator or a @ppy.opt function"
+PLAIN_FUNCTION_HINT = "Decorate it with @ppy.opt so the region can call it, or keep this function Python."
+
+HINTS = {
+    "Expr": "A region has no side effects: assign the value, or call an in-place method like x.add_(y).",
+    "While": "`while` loops are not supported in a region; loop over range(n), or keep this function Python.",
+    "For": "Loop over range(n) with int bounds, or keep this function Python.",
+    "Try": "Exceptions cannot be caught inside a region; handle them around the call.",
+    "With": "Context managers are not supported in a region; put the `with` around the call.",
+    "Lambda": "Define the computation inline instead of as a lambda.",
+    "ListComp": "Comprehensions are not supported in a region; write the items out or keep this function Python.",
+    "GeneratorExp": "Comprehensions are not supported in a region.",
+    "Yield": "Generators cannot be regions.",
+    "Global": "A region cannot rebind globals; return the value instead.",
+    "Nonlocal": "A region cannot rebind outer variables; return the value instead.",
+    "FunctionDef": "Define helper functions at the top level of the cell, decorated @ppy.opt.",
+    "JoinedStr": "f-strings are not supported in a region.",
+}
+
+
+def describe_node(node: ast.AST) -> str:
+    names = {"Expr": "a bare expression statement", "While": "`while`", "For": "`for`", "Try": "`try`",
+             "With": "`with`", "Lambda": "`lambda`", "ListComp": "a list comprehension",
+             "SetComp": "a set comprehension", "DictComp": "a dict comprehension",
+             "GeneratorExp": "a generator expression", "Yield": "`yield`", "YieldFrom": "`yield from`",
+             "Global": "`global`", "Nonlocal": "`nonlocal`", "If": "`if`", "IfExp": "a conditional expression",
+             "Subscript": "indexing", "Attribute": "an attribute", "AugAssign": "augmented assignment",
+             "Compare": "a comparison", "BoolOp": "`and`/`or`", "Tuple": "a tuple", "List": "a list",
+             "Dict": "a dict", "Set": "a set", "Await": "`await`", "Assert": "`assert`", "Raise": "`raise`",
+             "Delete": "`del`", "Import": "`import`", "ImportFrom": "`import`",
+             "FunctionDef": "a nested function", "AsyncFunctionDef": "a nested function",
+             "ClassDef": "a class", "JoinedStr": "an f-string", "Starred": "`*` unpacking",
+             "NamedExpr": "`:=`", "AnnAssign": "an annotated assignment", "Slice": "a slice",
+             "Break": "`break`", "Continue": "`continue`", "Match": "`match`"}
+    if isinstance(node, ast.UnaryOp):
+        symbol = {ast.Not: "not", ast.Invert: "~", ast.USub: "-", ast.UAdd: "+"}[type(node.op)]
+        return f"the unary operator `{symbol}`"
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        return f"the call statement `{ast.unparse(node)}`"
+    return names.get(type(node).__name__, f"`{type(node).__name__}`")
+
+
