@@ -1,25 +1,33 @@
 """Build and cache compiled extensions: the runtime, once per toolchain, and one module per cell.
 
 A module is named by the sha256 of everything that affects its binary (source
-text, flags, torch version and ABI, Python, compiler identity, package version).
-Lookup order: this process (memory) -> ``lib/<name>.so`` on disk, imported
-directly (no compiler, no ninja, no subprocess) -> a build through
-``torch.utils.cpp_extension.load_inline`` under our own ``flock``, written to a
-temporary name and renamed into place.
+text, flags, torch version and ABI, Python, compiler identity, package version,
+and for a cell the prelude it includes). Lookup order: this process (memory) ->
+``lib/<name>.so`` on disk, imported directly (no compiler, no ninja, no
+subprocess) -> a build through ``torch.utils.cpp_extension.load_inline`` under
+our own ``flock``, copied to a temporary name and renamed into place.
+
+A cell's C++ starts with the prelude (``prelude.py``), whose precompiled form
+is built here once per toolchain, before the first cell that needs it; on a
+cold machine that happens while the runtime builds on the other core.
 """
 
 from __future__ import annotations
 
+import bisect
+import concurrent.futures
 import contextlib
 import fcntl
 import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import stat
 import sys
 import sysconfig
+import tempfile
 import threading
 import time
 import types
@@ -28,10 +36,13 @@ from typing import Callable
 
 import torch
 
+from . import prelude
 from .errors import BuildError
 
 RUNTIME_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
 CFLAGS = ("-O2", "-DAT_PER_OPERATOR_HEADERS", "-Wno-unused-variable", "-Wno-unused-function")
+# A cell that includes the prelude is compiled with these, and its PCH with exactly the same.
+CELL_CFLAGS = CFLAGS + prelude.PCH_CHECK_FLAGS
 EXT_SUFFIX = ".so"
 
 
@@ -57,11 +68,28 @@ def unsafe_reason(path: str) -> str | None:
     try:
         st = os.stat(path)
     except OSError as exc:
-        return f"cannot stat {path}: {exc.strerror}"
+        return f"cannot use {path}: {exc.strerror}"
     if st.st_uid != os.getuid():
         return f"{path} is owned by another user (uid {st.st_uid})"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+_SUBDIRS = ("lib", "build", "locks", "prelude")
+
+
+def _prepare(root: str) -> str | None:
+    """Create `root` and its subdirectories (mode 0700); why they are unusable, or None."""
+    try:
+        for d in (root, *(os.path.join(root, s) for s in _SUBDIRS)):
+            os.makedirs(d, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create {exc.filename or root}: {exc.strerror}"
+    for d in (root, *(os.path.join(root, s) for s in _SUBDIRS)):
+        problem = unsafe_reason(d)
+        if problem:
+            return problem
     return None
 
 
@@ -120,6 +148,12 @@ def toolchain_ready() -> ToolchainStatus:
     return ToolchainStatus(shutil.which(_compiler_name()), _find_ninja(), headers)
 
 
+def _ninja_on_path(ninja: str | None) -> None:
+    """torch runs plain ``ninja``: make the pip wheel's binary findable (appended, so it shadows nothing)."""
+    if ninja and not shutil.which("ninja"):
+        os.environ["PATH"] = os.environ.get("PATH", "") + os.pathsep + os.path.dirname(ninja)
+
+
 def _file_identity(path: str | None) -> str:
     if not path:
         return "none"
@@ -149,9 +183,89 @@ def _read(path: str) -> str:
         return fh.read()
 
 
+def prelude_identity() -> str:
+    """The prelude cells of this toolchain include: part of their cache key and its directory name."""
+    return prelude.identity(toolchain_key(), CELL_CFLAGS, (RUNTIME_DIR,))
+
+
 def module_name(prefix: str, text: str) -> str:
-    digest = hashlib.sha256((toolchain_key() + "\n--\n" + text).encode()).hexdigest()
+    """The module's name: a sha256 of the toolchain, the prelude it includes, and its code.
+
+    Comments are left out of the key: they do not change the binary, and the
+    generated ones name the cell's file, which a new kernel names differently.
+    """
+    key = toolchain_key()
+    if prelude.INCLUDE_LINE in text:
+        key += "\nprelude " + prelude_identity()
+    digest = hashlib.sha256((key + "\n--\n" + code_without_comments(text)).encode()).hexdigest()
     return f"{prefix}_{digest[:24]}"
+
+
+def code_without_comments(text: str) -> str:
+    """C++ `text` with its comments removed; string and character literals kept as they are."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            out.append(" ")
+            i = n if j < 0 else j + 2
+        else:
+            j = i
+            while j < n and text[j] not in "\"'/":
+                j += 1
+            if j == i:  # a lone '/'
+                j += 1
+            out.append(text[i:j])
+            i = j
+    return "".join(out)
+
+
+# ---- compiler messages --------------------------------------------------------------
+
+_DIAGNOSTIC = re.compile(r"^(?P<file>\S*?main\.cpp):(?P<line>\d+):(?:\d+:)?\s*(?P<kind>fatal error|error):\s*"
+                         r"(?P<message>.*)$", re.M)
+
+
+def located_errors(log: str, line_map: dict[int, tuple[str, int]], limit: int = 5) -> list[str]:
+    """The compiler's errors in a cell's C++, each named by the Python function and line it came from.
+
+    `line_map` is codegen's ``CellCode.line_map`` (C++ line -> (function, Python
+    line)); an error maps to the nearest mark at or above it.
+    """
+    marks = sorted(line_map)
+    out: list[str] = []
+    for m in _DIAGNOSTIC.finditer(log):
+        cline = int(m["line"])
+        i = bisect.bisect_right(marks, cline) - 1
+        if i >= 0:
+            function, pyline = line_map[marks[i]]
+            where = f"line {pyline} (in '{function}')"
+        else:
+            where = f"line {cline} of the generated C++"
+        entry = f"{where}: C++ {m['kind']}: {m['message'].strip()}"
+        if entry not in out:
+            out.append(entry)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _first_error(log: str) -> str:
+    m = _DIAGNOSTIC.search(log)
+    if m:
+        return f": {m['kind']}: {m['message'].strip()}"
+    return ""
 
 
 # ---- the cache -------------------------------------------------------------------
@@ -167,33 +281,64 @@ class BuildResult:
 
 @dataclass
 class Cache:
+    """Built modules under one directory: ``lib/`` (what is loaded), ``build/``, ``locks/``, ``prelude/``.
+
+    ``root`` is the directory asked for. If it is unsafe (others can write it),
+    this process builds in a private temporary directory instead (``base``).
+    """
+
     root: str
     memory: dict[str, types.ModuleType] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     notes: list[str] = field(default_factory=list)
+    _private: str | None = None
+    _unsafe: str | None = None
 
     def __post_init__(self) -> None:
         self.root = os.path.abspath(self.root)
 
     # directories
     @property
+    def base(self) -> str:
+        return self._private or self.root
+
+    @property
     def lib(self) -> str:
-        return os.path.join(self.root, "lib")
+        return os.path.join(self.base, "lib")
 
     def build_dir(self, name: str) -> str:
-        return os.path.join(self.root, "build", name)
+        return os.path.join(self.base, "build", name)
 
     def lock_path(self, name: str) -> str:
-        return os.path.join(self.root, "locks", f"{name}.lock")
+        return os.path.join(self.base, "locks", f"{name}.lock")
 
-    def ensure_dirs(self) -> None:
-        for d in (self.root, self.lib, os.path.join(self.root, "build"), os.path.join(self.root, "locks")):
-            os.makedirs(d, mode=0o700, exist_ok=True)
-        problem = unsafe_reason(self.root) or unsafe_reason(self.lib)
-        if problem:
-            raise BuildError(
-                f"refusing to load compiled code from an unsafe cache directory: {problem}. "
-                "Set PPY_CACHE_DIR to a directory only you can write (it is created with mode 0700).")
+    def so_path(self, name: str) -> str:
+        return os.path.join(self.lib, name + EXT_SUFFIX)
+
+    def ensure_dirs(self) -> str:
+        """Create the cache's directories (mode 0700) and return the one this process uses.
+
+        Code is never loaded from a directory others can write (or one owned by
+        someone else): then this process builds in a private temporary
+        directory instead and says so once.
+        """
+        with self._lock:
+            if self._private is not None:
+                return self._private
+            problem = _prepare(self.root)
+            if problem is None:
+                return self.root
+            private = tempfile.mkdtemp(prefix="ppy-private-cache-")
+            still = _prepare(private)
+            if still:
+                raise BuildError(f"cannot use the cache directory ({problem}) nor a private one ({still}); "
+                                 "set PPY_CACHE_DIR to a directory only you can write")
+            self._private, self._unsafe = private, problem
+            self.notes.append(
+                f"not loading compiled code from the cache directory: {problem}. This session builds in "
+                f"the private directory {private} instead (nothing is reused across sessions). Fix it with "
+                f"`chmod go-w {self.root}`, or set PPY_CACHE_DIR to a directory only you can write.")
+            return private
 
     # lookup and build
     def load(self, name: str, text: str, *, include_paths: tuple[str, ...] = (), force: bool = False,
@@ -209,21 +354,24 @@ class Cache:
                 with self._lock:
                     self.memory[name] = mod
                 return BuildResult(mod, name, "disk", time.perf_counter() - t0)
-        with _flock(self.lock_path(name)):
-            # Another process may have built it while we waited for the lock.
+        announced = []
+
+        def announce() -> None:
+            if on_build and not announced:
+                announced.append(True)
+                on_build()
+
+        # Waits while another kernel builds the same module (announced as building), then finds it on disk.
+        with _flock(self.lock_path(name), on_wait=announce):
             mod = None if force else self._load_from_disk(name)
             source = "disk"
             if mod is None:
-                if on_build:
-                    on_build()
+                announce()
                 mod = self._build(name, text, include_paths)
                 source = "build"
         with self._lock:
             self.memory[name] = mod
         return BuildResult(mod, name, source, time.perf_counter() - t0)
-
-    def so_path(self, name: str) -> str:
-        return os.path.join(self.lib, name + EXT_SUFFIX)
 
     def _load_from_disk(self, name: str) -> types.ModuleType | None:
         path = self.so_path(name)
@@ -236,7 +384,7 @@ class Cache:
             with open(path, "rb") as fh:
                 digest = hashlib.sha256(fh.read()).hexdigest()
             if digest != meta.get("sha256"):
-                raise ValueError("checksum mismatch")
+                raise ValueError("its checksum does not match the one recorded when it was built")
             return import_extension(name, path)
         except (OSError, ValueError, ImportError) as exc:
             self.notes.append(f"cached {name}{EXT_SUFFIX} was unusable ({exc}); rebuilding it")
@@ -248,32 +396,66 @@ class Cache:
     def _build(self, name: str, text: str, include_paths: tuple[str, ...]) -> types.ModuleType:
         status = toolchain_ready()
         if not status:
-            raise BuildError(f"cannot build: {status}")
-        if status.ninja and not shutil.which("ninja"):
-            os.environ["PATH"] = os.path.dirname(status.ninja) + os.pathsep + os.environ.get("PATH", "")
+            raise BuildError(f"cannot build C++ here: {status}. Run ppy_magic.toolchain_ready() to check again.")
+        _ninja_on_path(status.ninja)
+        includes = [RUNTIME_DIR, *include_paths]
+        if prelude.INCLUDE_LINE not in text:
+            return self._compile(name, text, list(CFLAGS), includes)
+        pre = self.ready_prelude()
+        includes.append(pre.directory)
+        try:
+            return self._compile(name, text, list(CELL_CFLAGS), includes)
+        except BuildError as err:
+            rejected = prelude.rejection(err.log)
+            if rejected is None:
+                raise
+            reason, recurs = rejected
+            with _flock(self._prelude_lock()):
+                pre.mark_unusable("rejected", reason, permanent=recurs)
+            self.notes.append(f"the compiler rejected the precompiled prelude ({reason}); {name} is built "
+                              "with plain includes" + ("" if recurs else "; the prelude is rebuilt next time"))
+            return self._compile(name, text, list(CELL_CFLAGS), includes)
+
+    def _compile(self, name: str, text: str, cflags: list[str], includes: list[str]) -> types.ModuleType:
+        """``load_inline`` into a fresh ``build/<name>``; the caller holds the module's lock."""
         bdir = self.build_dir(name)
-        os.makedirs(bdir, mode=0o700, exist_ok=True)
-        stale = os.path.join(bdir, "lock")
-        if os.path.exists(stale):  # we hold the flock, so whoever left this is gone
-            self.notes.append(f"cleared a stale build lock left by an interrupted build of {name}")
-            os.remove(stale)
+        self._set_aside(bdir, name)
+        os.makedirs(bdir, mode=0o700)
         from torch.utils import cpp_extension
 
-        # load_inline remembers sources per name for the process; forget them so
-        # a failed build can be retried and a forced one really rebuilds.
+        # load_inline remembers sources per name for the process, and after a
+        # failure would neither retry nor rebuild: forget them each time.
         cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(name, None)
-        for leftover in ("build.ninja", ".ninja_log", ".ninja_deps"):
-            with contextlib.suppress(OSError):
-                os.remove(os.path.join(bdir, leftover))
         try:
             # verbose=False: ninja's output is captured and, on failure, part of the exception.
             module = cpp_extension.load_inline(
-                name=name, cpp_sources=[text], extra_cflags=list(CFLAGS),
-                extra_include_paths=[RUNTIME_DIR, *include_paths], build_directory=bdir,
-                verbose=False, is_python_module=True, no_implicit_headers=True)
+                name=name, cpp_sources=[text], extra_cflags=cflags, extra_include_paths=includes,
+                build_directory=bdir, verbose=False, is_python_module=True, no_implicit_headers=True)
         except Exception as exc:
-            raise BuildError(f"C++ build of {name} failed", str(exc)) from None
-        built = os.path.join(bdir, name + EXT_SUFFIX)
+            log = str(exc)
+            raise BuildError(f"C++ build of {name} failed{_first_error(log)}", log) from None
+        finally:
+            cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(name, None)
+        self._publish(name, os.path.join(bdir, name + EXT_SUFFIX))
+        return module
+
+    def _set_aside(self, bdir: str, name: str) -> None:
+        """Move an earlier build directory of `name` out of the way and delete it.
+
+        Renamed first: a compiler orphaned by a killed build may still be
+        writing there (relative to its working directory), and must not write
+        into the new build.
+        """
+        if not os.path.exists(bdir):
+            return
+        if os.path.exists(os.path.join(bdir, "lock")):  # torch's own lock: we hold ours, so its owner is gone
+            self.notes.append(f"cleared a stale build lock left by an interrupted build of {name}")
+        aside = os.path.join(os.path.dirname(bdir), f".old-{name}-{os.getpid()}-{time.monotonic_ns()}")
+        os.replace(bdir, aside)
+        shutil.rmtree(aside, ignore_errors=True)
+
+    def _publish(self, name: str, built: str) -> None:
+        """Copy a built module into ``lib/`` under a temporary name, with its checksum, then rename."""
         tmp = self.so_path(name) + f".tmp{os.getpid()}"
         shutil.copyfile(built, tmp)
         with open(tmp, "rb") as fh:
@@ -283,8 +465,44 @@ class Cache:
                        "toolchain": toolchain_key().splitlines()[:5]}, fh)
         os.replace(tmp + ".json", self.so_path(name) + ".json")
         os.replace(tmp, self.so_path(name))
-        return module
 
+    # the prelude
+    def prelude(self) -> prelude.Prelude:
+        return prelude.Prelude(os.path.join(self.base, "prelude", prelude_identity()))
+
+    def _prelude_lock(self) -> str:
+        return self.lock_path("prelude-" + prelude_identity())
+
+    def ready_prelude(self, *, force: bool = False) -> prelude.Prelude:
+        """The prelude for cell builds: its header written and, unless that cannot work, its PCH built.
+
+        ``force`` builds the PCH again, even one found unusable before.
+        """
+        self.ensure_dirs()
+        pre = self.prelude()
+        pre.write_header()
+        if not force and pre.status().usable:
+            return pre
+        with _flock(self._prelude_lock()):
+            if force:
+                pre.mark_unusable("rebuilding", "", permanent=False)
+                pre.forget_verdict()
+            if pre.status().state != "not built":
+                return pre
+            try:
+                cxx, flags = prelude.ninja_compile_command(list(CELL_CFLAGS), [RUNTIME_DIR, pre.directory])
+            except Exception as exc:  # torch's private ninja writer changed shape
+                reason = f"cannot read torch's compile flags ({exc!r})"
+                pre.mark_unusable("failed", reason, permanent=True)
+                self.notes.append(f"no precompiled prelude: {reason}; cells build with plain includes")
+                return pre
+            try:
+                seconds = pre.build(cxx, flags)
+            except prelude.PreludeError as err:
+                self.notes.append(f"{err}; cells build with plain includes")
+                return pre
+            self.notes.append(f"built the precompiled prelude in {seconds:.1f} s (once per toolchain)")
+        return pre
 
     # reporting and cleaning
     def entries(self) -> list[tuple[str, int]]:
@@ -293,29 +511,53 @@ class Cache:
         return sorted((f, os.path.getsize(os.path.join(self.lib, f))) for f in os.listdir(self.lib)
                       if f.endswith(EXT_SUFFIX))
 
-    def info(self) -> str:
+    def info(self, listed: int = 12) -> str:
+        """Directory, entries with sizes, prelude status: what ``%ppy_cache info`` prints."""
         entries = self.entries()
         total = sum(size for _, size in entries)
-        runtime = [n for n, _ in entries if n.startswith("ppy_runtime_")]
-        cells = [n for n, _ in entries if n.startswith("ppy_cell_")]
-        lines = [f"cache directory: {self.root}",
-                 f"built modules: {len(entries)} ({total / 1e6:.1f} MB): {len(cells)} cell(s), "
-                 f"{len(runtime)} runtime(s)",
-                 f"loaded in this process: {len(self.memory)}",
-                 f"runtime for this toolchain: {'built' if self.has(runtime_name()) else 'not built yet'}"]
+        runtimes = [n for n, _ in entries if n.startswith("ppy_runtime_")]
+        lines = [f"cache directory: {self.root}"]
+        if self._private:
+            lines.append(f"  not used ({self._unsafe}); this session builds in {self._private}")
+        lines.append(f"entries: {len(entries)} module(s), {_size(total)}: {len(entries) - len(runtimes)} "
+                     f"cell module(s), {len(runtimes)} runtime(s)")
+        by_age = sorted(entries, key=lambda e: _mtime(os.path.join(self.lib, e[0])), reverse=True)
+        for file, size in by_age[:listed]:
+            kind = "runtime" if file.startswith("ppy_runtime_") else "cell"
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(_mtime(os.path.join(self.lib, file))))
+            lines.append(f"  {file:<44} {_size(size):>9}  {kind:<7} {when}")
+        if len(by_age) > listed:
+            lines.append(f"  ... and {len(by_age) - listed} more")
+        lines.append(f"prelude: {self.prelude().status().describe()}")
+        lines.append(f"runtime for this toolchain: {'built' if self.has(runtime_name()) else 'not built yet'}")
+        lines.append(f"loaded in this process: {len(self.memory)}")
         return "\n".join(lines)
 
     def has(self, name: str) -> bool:
         return os.path.exists(self.so_path(name))
 
     def clear(self) -> str:
-        """Remove every built module from disk; loaded ones stay loaded, so bound regions keep working."""
+        """Remove built modules and the prelude from disk; loaded ones stay loaded, so bound regions keep working.
+
+        ``locks/`` stays: another kernel may hold one of its locks right now.
+        """
         n = len(self.entries())
-        for sub in ("lib", "build", "locks"):
-            shutil.rmtree(os.path.join(self.root, sub), ignore_errors=True)
+        for sub in ("lib", "build", "prelude"):
+            shutil.rmtree(os.path.join(self.base, sub), ignore_errors=True)
         with self._lock:
             self.memory.clear()
-        return f"removed {n} built module(s) from {self.root}"
+        return f"removed {n} built module(s) and the precompiled prelude from {self.base}"
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} KB"
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.path.getmtime(path)
+    except OSError:
+        return 0.0
 
 
 _caches: dict[str, Cache] = {}
@@ -342,11 +584,17 @@ def import_extension(name: str, path: str) -> types.ModuleType:
 
 
 @contextlib.contextmanager
-def _flock(path: str):
+def _flock(path: str, on_wait: Callable[[], None] | None = None):
+    """An exclusive lock on `path`; the kernel releases it if this process dies, so it never goes stale."""
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel if this process dies
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait:
+                on_wait()
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
@@ -377,3 +625,48 @@ def load_runtime(cache: Cache) -> types.ModuleType:
         if _runtime is None:
             _runtime = cache.load(runtime_name(), runtime_source()).module
         return _runtime
+
+
+# ---- ahead of time ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WarmupReport:
+    runtime: str  # how the runtime was obtained, or why not
+    prelude: str  # the prelude's status after warming up
+    seconds: float
+    ok: bool
+    notes: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        lines = [f"runtime: {self.runtime}", f"prelude: {self.prelude}",
+                 f"{'ready' if self.ok else 'not ready'} after {self.seconds:.1f} s"]
+        return "\n".join(lines + [f"note: {n}" for n in self.notes])
+
+
+def warmup(cache: Cache, *, force: bool = False) -> WarmupReport:
+    """Build the runtime and the prelude ahead of time, at the same time (``ppy warmup``).
+
+    ``force`` rebuilds both, and tries a prelude again that was found unusable.
+    """
+    t0 = time.perf_counter()
+    status = toolchain_ready()
+    if not status:
+        return WarmupReport(f"cannot build: {status}", cache.prelude().status().describe(),
+                            time.perf_counter() - t0, False)
+    _ninja_on_path(status.ninja)
+    cache.ensure_dirs()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        runtime = pool.submit(cache.load, runtime_name(), runtime_source(), force=force)
+        pre = pool.submit(cache.ready_prelude, force=force)
+        try:
+            got = runtime.result()
+            runtime_text = {"memory": "already loaded", "disk": "already built (on disk)",
+                            "build": "built"}[got.source] + f" in {got.seconds:.1f} s"
+            ok = True
+        except BuildError as err:
+            runtime_text, ok = f"build failed: {err}", False
+        state = pre.result().status()
+    notes = tuple(cache.notes)
+    cache.notes.clear()
+    return WarmupReport(runtime_text, state.describe(), time.perf_counter() - t0, ok and state.usable, notes)
