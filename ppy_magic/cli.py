@@ -3,6 +3,7 @@
     ppy FILE [ARGS...]        same as `ppy run FILE`
     ppy run FILE [ARGS...]    run FILE as __main__; a file is compiled like one %%ppy cell
     ppy build FILE [-o DIR]   write DIR: FILE with its regions built, runnable with no compiler (torchrun)
+    ppy warmup [--force]      build the runtime and the precompiled prelude now (Binder postBuild, CI)
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import builtins
 import os
 import sys
 
-COMMANDS = ("run", "build")
+COMMANDS = ("run", "build", "warmup")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     art.add_argument("-o", "--output", metavar="DIR", help="the artifact directory (default: ./STEM-ppy)")
     art.add_argument("--strict", action="store_true", help="fail if a decorated function cannot be compiled")
     art.add_argument("-f", "--force", action="store_true", help="rebuild even if cached")
+    warm = sub.add_parser("warmup", help="build the runtime and the precompiled prelude ahead of time")
+    warm.add_argument("--force", action="store_true", help="rebuild both, even a prelude found unusable")
+    warm.add_argument("--cache-dir", help="the cache directory (default: $PPY_CACHE_DIR or ~/.cache/ppy_magic)")
     return p
 
 
@@ -44,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         from .artifact import build_command
 
         return build_command(args.file, args.output, strict=args.strict, force=args.force)
+    if args.command == "warmup":
+        from .build import shared_cache, warmup
+
+        report = warmup(shared_cache(args.cache_dir), force=args.force)
+        print("\n".join(f"ppy warmup: {line}" for line in str(report).splitlines()))
+        return 0 if report.ok else 1
     _parser().print_help()
     return 2
 
