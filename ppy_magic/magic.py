@@ -398,31 +398,44 @@ def _without_package_tail(tb: types.TracebackType) -> types.TracebackType:
 
 
 class _Status:
-    """A live 'building N regions ... 3 s' line, replaced by the final summary."""
+    """A live 'ppy: building 2 regions ... 3 s' line while a cell builds, replaced by the final summary.
+
+    The summary (``CellReport.summary``) says whether the module came from
+    memory, the disk cache or a build, and how long it took. The line ticks
+    once a second only where a display can be updated in place (a kernel, a
+    capture); a terminal gets the first line and the summary.
+    """
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
-        self.handle = None
+        self.handle: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
 
     def start(self, n: int) -> None:
-        if not self.enabled:
+        if not self.enabled or self.handle is not None:
             return
+        import contextvars
+
+        from IPython import get_ipython
+        from IPython.core.displaypub import DisplayPublisher
         from IPython.display import display
 
         self._t0 = time.perf_counter()
-        what = f"{n} region{'s' if n != 1 else ''}"
-        self.handle = display({"text/plain": f"ppy: building {what} ..."}, raw=True, display_id=True)
+        what = f"ppy: building {n} region{'s' if n != 1 else ''} ..."
+        self.handle = display({"text/plain": what}, raw=True, display_id=True)
+        shell = get_ipython()
+        if self.handle is None or shell is None or type(shell.display_pub) is DisplayPublisher:
+            return  # a terminal prints every update on a new line: no ticking there
 
         def tick() -> None:
             while not self._stop.wait(1.0):
-                secs = time.perf_counter() - self._t0
-                if self.handle is not None:
-                    self.handle.update({"text/plain": f"ppy: building {what} ... {secs:.0f} s"}, raw=True)
+                self.handle.update({"text/plain": f"{what} {time.perf_counter() - self._t0:.0f} s"}, raw=True)
 
-        self._thread = threading.Thread(target=tick, name="ppy-build-status", daemon=True)
+        # The copied context carries the cell's output routing (ipykernel keeps it in a contextvar).
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(target=context.run, args=(tick,), name="ppy-build-status", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -432,13 +445,11 @@ class _Status:
             self._thread = None
 
     def show(self, text: str) -> None:
-        if not text:
-            if self.handle is not None:
-                self.handle.update({"text/plain": ""}, raw=True)
-            return
+        """Replace the live line with `text` (the final summary), or print it if nothing was shown."""
+        self.stop()
         if self.handle is not None:
             self.handle.update({"text/plain": text}, raw=True)
-        else:
+        elif text:
             print(text, file=sys.stdout)
 
 
