@@ -238,7 +238,8 @@ def compile_source(source: str, namespace: dict[str, Any], filename: str, *, cac
         for fn in functions:
             report.python.append((fn.name, reason))
             failures[(fn.name, fn.first_line)] = CompileError(reason)
-        report.notes.append(_first_lines(err.log))
+        located = build.located_errors(err.log, code.line_map)  # the compiler's errors, at Python lines
+        report.notes += located or ([_first_lines(err.log)] if err.log else [])
         return binder
     finally:
         report.notes += cache.notes
