@@ -18,6 +18,7 @@ import bisect
 import concurrent.futures
 import contextlib
 import fcntl
+import glob
 import hashlib
 import importlib.util
 import json
@@ -489,6 +490,10 @@ class Cache:
                 pre.forget_verdict()
             if pre.status().state != "not built":
                 return pre
+            compiler = os.path.basename(os.path.realpath(shutil.which(_compiler_name()) or _compiler_name()))
+            if "clang" in compiler:  # clang reads a PCH only when told to (-include-pch), never by lookup
+                pre.mark_unusable("unsupported", f"{compiler} does not pick up a .gch by itself", permanent=True)
+                return pre
             try:
                 cxx, flags = prelude.ninja_compile_command(list(CELL_CFLAGS), [RUNTIME_DIR, pre.directory])
             except Exception as exc:  # torch's private ninja writer changed shape
@@ -528,7 +533,13 @@ class Cache:
             lines.append(f"  {file:<44} {_size(size):>9}  {kind:<7} {when}")
         if len(by_age) > listed:
             lines.append(f"  ... and {len(by_age) - listed} more")
-        lines.append(f"prelude: {self.prelude().status().describe()}")
+        current = self.prelude()
+        lines.append(f"prelude: {current.status().describe()}")
+        others = [d for d in glob.glob(os.path.join(self.base, "prelude", "*")) if d != current.directory]
+        if others:
+            size = sum(_mtime_size(f)[1] for d in others for f in glob.glob(os.path.join(d, "*")))
+            lines.append(f"  and {len(others)} older prelude(s), {_size(size)}, from other toolchains or op "
+                         "tables (`%ppy_cache clear` removes them)")
         lines.append(f"runtime for this toolchain: {'built' if self.has(runtime_name()) else 'not built yet'}")
         lines.append(f"loaded in this process: {len(self.memory)}")
         return "\n".join(lines)
@@ -554,10 +565,15 @@ def _size(n: int) -> str:
 
 
 def _mtime(path: str) -> float:
+    return _mtime_size(path)[0]
+
+
+def _mtime_size(path: str) -> tuple[float, int]:
     try:
-        return os.path.getmtime(path)
+        st = os.stat(path)
     except OSError:
-        return 0.0
+        return 0.0, 0
+    return st.st_mtime, st.st_size
 
 
 _caches: dict[str, Cache] = {}
