@@ -1,0 +1,56 @@
+"""Random straight-line programs over the op table, each a region compared with eager (hypothesis).
+
+A probe first compiles one tiny function per op form the fuzzer knows (``torch.relu(x)``,
+``x.relu()``, ``x * 0.5``, ``2 - x``, ``x @ w``, ``x.sum(dim=-1, keepdim=True)``, ...); the
+programs use only the forms whose probe compiled and matched. Hypothesis draws the
+programs (shapes with broadcasting, float32/float64/int64, mixed float dtypes, literals on
+either side, nested expressions), derandomized so a run is reproducible; they are then
+compiled in one batch. A program that stays Python is counted, not failed; a mismatch,
+a crash or a failed build fails. ``benchmarks/fuzz.py`` is the large run.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import differential as diff
+
+PROGRAMS = int(os.environ.get("PPY_FUZZ_PROGRAMS", "200"))
+
+
+@pytest.fixture(scope="module")
+def support():
+    return diff.probe_fuzz(diff.fuzz_forms())
+
+
+def test_every_probe_compiles_and_matches_or_stays_python(support):
+    bad = [o for o in support.outcomes if o.status in diff.FAILURES]
+    assert not bad, "\n".join(str(o) + "\n" + diff.reproduction(o) for o in bad)
+
+
+def test_the_core_forms_are_supported(support):
+    labels = {f.label for f in support.forms}
+    assert {"torch.relu({a})", "{a} + {b} [tt]", "{a} * {b} [tl]", "{a} - {b} [lt]", "{a} @ {b}"} <= labels
+
+
+def test_programs_are_reproducible(support):
+    one = [diff.program_text(p) for p in diff.generate_programs(support.forms, 20)]
+    two = [diff.program_text(p) for p in diff.generate_programs(support.forms, 20)]
+    assert one == two and len(set(one)) > 5
+
+
+def test_random_programs_match_eager(support):
+    programs = diff.generate_programs(support.forms, PROGRAMS, tuple_returns=support.tuple_returns)
+    cases = [p.case(f"prog{i}", label=f"program {i}") for i, p in enumerate(programs)]
+    stats = diff.BatchStats()
+    outcomes = diff.run_cases(cases, prefix="ppy-fuzz", chunk=max(len(cases), 1), stats=stats)
+    counts = diff.count(outcomes)
+    print(f"\nfuzz: {len(programs)} programs ({len({diff.canonical(c.source) for c in cases})} distinct) over "
+          f"{len(support.forms)} forms: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    bad = [o for o in outcomes if o.status in diff.FAILURES]
+    assert not bad, f"{len(bad)} programs differ from eager or crashed:\n" + "\n\n".join(
+        f"{o}\n{diff.reproduction(o)}" for o in bad[:5])
+    assert not stats.build_failures, "C++ builds failed:\n" + diff.build_failures_text(stats)
+    assert counts[diff.MATCH] > 0, "no program compiled: " + "; ".join({o.detail for o in outcomes[:5]})
