@@ -190,6 +190,30 @@ def test_rejection_reads_gcc_messages():
     assert prelude.rejection("main.cpp:30:5: error: 'foo' was not declared in this scope") is None
 
 
+def test_a_pch_is_renamed_into_place_and_a_killed_build_leaves_nothing_gcc_would_read(tmp_path, monkeypatch):
+    pre = prelude.Prelude(str(tmp_path / "prelude"))
+    pre.write_header()
+    leftover = tmp_path / "prelude" / (prelude.PCH + ".tmp99999")  # a PCH build killed mid-way
+    leftover.write_text("half a PCH")
+    assert pre.status().state == "not built"
+    # A stand-in compiler that writes its output (the last argument) and fails only when asked to.
+    fake = ["sh", "-c", 'for last; do :; done; [ -n "$PPY_FAIL" ] && { echo "error: no" >&2; exit 1; }; '
+            'echo pch > "$last"', "fake-c++"]
+    pre.build(fake, ["-O2"])
+    assert not leftover.exists() and open(pre.pch).read() == "pch\n"
+    assert pre.status().state == "ready"
+    broken = prelude.Prelude(str(tmp_path / "broken"))
+    monkeypatch.setenv("PPY_FAIL", "1")
+    with pytest.raises(prelude.PreludeError, match="error: no"):
+        broken.build(fake, ["-O2"])
+    assert broken.status().state == "failed" and not os.path.exists(broken.pch)
+
+
+def test_comments_are_left_out_of_the_key_but_strings_are_not():
+    code = 'int a = 1; // a comment\nconst char* s = "not // a comment"; /* block */ char c = \'"\';\n'
+    assert build.code_without_comments(code) == 'int a = 1; \nconst char* s = "not // a comment";   char c = \'"\';\n'
+
+
 # ---- cache levels and user controls --------------------------------------------------------
 
 
