@@ -74,35 +74,51 @@ def _usable(name: str) -> bool:
     return not name.startswith("__") and name not in EXCLUDED and bool(overloads(name))
 
 
-@functools.lru_cache(maxsize=None)
-def _tables() -> tuple[dict[int, tuple[object, OpSpec]], dict[str, OpSpec]]:
-    functions: dict[int, tuple[object, OpSpec]] = {}
-    for module_name, _prefix in _BINDINGS:
-        module = getattr(torch._C, module_name, None)
-        if module is None:
-            continue
-        for name in dir(module):
-            obj = getattr(module, name)
-            if callable(obj) and _usable(name):
-                functions[id(obj)] = (obj, OpSpec(name, name))
-    methods: dict[str, OpSpec] = {}
-    base = torch._C.TensorBase
-    for name in dir(base):
-        if not _usable(name):
-            continue
-        own = getattr(torch.Tensor, name, None)
-        if own is getattr(base, name) and type(own).__name__ == "method_descriptor":
-            methods[name] = OpSpec(name, f"Tensor.{name}")
-    return functions, methods
+def _binding_namespaces() -> list[Any]:
+    return [ns for ns in (getattr(torch._C, name, None) for name, _ in _BINDINGS) if ns is not None]
+
+
+_function_specs: dict[int, tuple[object, OpSpec | None]] = {}
 
 
 def function_spec(obj: object) -> OpSpec | None:
-    entry = _tables()[0].get(id(obj))
-    return entry[1] if entry is not None and entry[0] is obj else None
+    """The op a generated binding calls, or None. Looked up per object: a new kernel pays only for
+    the functions its cells use."""
+    entry = _function_specs.get(id(obj))
+    if entry is not None and entry[0] is obj:
+        return entry[1]
+    spec = None
+    name = getattr(obj, "__name__", None)
+    if isinstance(name, str) and callable(obj) and _usable(name):
+        if any(getattr(ns, name, None) is obj for ns in _binding_namespaces()):
+            spec = OpSpec(name, name)
+    _function_specs[id(obj)] = (obj, spec)  # the object is kept so its id stays unique
+    return spec
 
 
+@functools.lru_cache(maxsize=None)
 def method_spec(name: str) -> OpSpec | None:
-    return _tables()[1].get(name)
+    """The op a Tensor method calls, if the method is PyTorch's generated binding (not a Python override)."""
+    base = torch._C.TensorBase
+    own = getattr(torch.Tensor, name, None)
+    if own is None or own is not getattr(base, name, None) or type(own).__name__ != "method_descriptor":
+        return None
+    return OpSpec(name, f"Tensor.{name}") if _usable(name) else None
+
+
+def all_specs() -> list[OpSpec]:
+    """Every op the table maps (functions and methods): for listings and tests, not for compiling."""
+    specs = {}
+    for ns in _binding_namespaces():
+        for name in dir(ns):
+            spec = function_spec(getattr(ns, name))
+            if spec is not None:
+                specs[spec.aten] = spec
+    for name in dir(torch._C.TensorBase):
+        spec = method_spec(name)
+        if spec is not None:
+            specs.setdefault(spec.aten, spec)
+    return list(specs.values())
 
 
 def supported_ops() -> list[str]:
@@ -119,7 +135,8 @@ def supported_ops() -> list[str]:
             obj = getattr(module, name, None)
             if function_spec(obj) is not None or adapters.lookup(obj) is not None:
                 names.add(f"{label}.{name}")
-    names.update(f"Tensor.{n}" for n in _tables()[1] if not n.startswith("_"))
+    names.update(f"Tensor.{n}" for n in dir(torch._C.TensorBase)
+                 if not n.startswith("_") and method_spec(n) is not None)
     names.update(f"Tensor.{n}" for n in adapters.METHODS)
     return sorted(names)
 

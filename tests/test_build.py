@@ -137,9 +137,7 @@ def test_the_prelude_holds_what_cells_include_and_the_op_headers_of_the_table():
         assert header in text
     from ppy_magic import ops
 
-    functions, methods = ops._tables()
-    table = {ov.header for spec in [s for _, s in functions.values()] + list(methods.values())
-             for ov in spec.candidates()}
+    table = {ov.header for spec in ops.all_specs() for ov in spec.candidates()}
     assert len(table) > 500 and table <= set(prelude.op_headers())  # every op of the table is precompiled
 
 
