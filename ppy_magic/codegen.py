@@ -501,12 +501,15 @@ def generate(functions: list[ir.Function]) -> CellCode:
     line_map: dict[int, tuple[str, int]] = {}
     specs = []
     for index, fn in enumerate(functions):
+        # Each region's helpers are named per region; a namespace per region keeps two regions
+        # specialising the same callee (or two definitions of one name) apart.
         symbol = f"ppy_region_{index}_{fn.name}"
         body, marks = function_cpp(fn, symbol)
+        lines.append(f"namespace ppy_r{index} {{")
         base = len(lines)
         for offset, pyline in marks:
             line_map[base + offset + 1] = (fn.name, pyline)
-        lines += body + [""]
+        lines += body + [f"}}  // namespace ppy_r{index}", ""]
         notes = {ln: f"ppy region '{fn.qualname}', line {ln}: {src}" for ln, src in fn.source_lines.items()}
         specs.append(RegionSpec(
             index=index, name=fn.name, qualname=fn.qualname, symbol=symbol, kinds=fn.kinds, ret=fn.ret,
@@ -514,7 +517,7 @@ def generate(functions: list[ir.Function]) -> CellCode:
             defaults=tuple(p.default for p in fn.params if p.has_default),
             line_notes=notes, first_line=fn.first_line, filename=fn.filename,
             frozen_globals=dict(fn.frozen_globals), cpp="\n".join(body), result_types=fn.result_types))
-    entries = ", ".join(f'{{"{s.name}", &{s.symbol}}}' for s in specs) or "{nullptr, nullptr}"
+    entries = ", ".join(f'{{"{s.name}", &ppy_r{s.index}::{s.symbol}}}' for s in specs) or "{nullptr, nullptr}"
     lines += [f"const ppy::RegionInfo ppy_regions[] = {{{entries}}};",
               f"const ppy::RegionTable ppy_table = {{ppy::kAbiVersion, {len(specs)}, ppy_regions}};",
               "",

@@ -131,6 +131,14 @@ def functional(x, t, w):
     return a, b, c, d
 
 @ppy.opt(3)
+def norm_one(x, w, b):
+    return F.layer_norm(x, (x.size(-1),), w, b).float()
+
+@ppy.opt(3)
+def norm_two(x, w, b):
+    return F.layer_norm(x * 2, (x.size(-1),), w, b, 1e-6).float()
+
+@ppy.opt(3)
 def recursive(x, n: int):
     return recursive(x, n - 1)
 
@@ -291,6 +299,13 @@ def test_functional_adapters(cell):
     sum(o.sum() for o in f(xg, t, w)).backward()
     sum(o.sum() for o in f.__wrapped__(xg2, t, w)).backward()
     assert torch.equal(xg.grad, xg2.grad)
+
+
+def test_regions_of_one_cell_share_callees_without_clashing(cell):
+    ns, _ = cell
+    x, w, b = rand(3, 4), rand(4, seed=1), rand(4, seed=2)
+    same(ns["norm_one"], x, w, b)
+    same(ns["norm_two"], x, w, b)
 
 
 def test_random_ops_consume_the_generator_like_eager(cell):
