@@ -149,6 +149,45 @@ def toolchain_ready() -> ToolchainStatus:
     return ToolchainStatus(shutil.which(_compiler_name()), _find_ninja(), headers)
 
 
+# A compiler building the runtime or the prelude peaks near 0.9 GB: two at once only where memory
+# allows it (Binder gives a session 1-2 GB). PPY_BUILD_JOBS=1|2 overrides.
+_PARALLEL_BUILD_BYTES = 3 * 2**30
+
+
+def _memory_available() -> int | None:
+    """Bytes this process may still use: MemAvailable, capped by a cgroup memory limit."""
+    found = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except OSError:
+        pass
+    for limit_path, usage_path in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit_path, encoding="ascii") as fh:
+                limit = fh.read().strip()
+            with open(usage_path, encoding="ascii") as fh:
+                usage = int(fh.read().strip())
+        except (OSError, ValueError):
+            continue
+        if limit.isdigit() and int(limit) < 2**60:
+            found.append(int(limit) - usage)
+    return min(found) if found else None
+
+
+def build_jobs() -> int:
+    """How many C++ builds (runtime, prelude) may run at once here: 2, or 1 where memory is short."""
+    env = os.environ.get("PPY_BUILD_JOBS", "").strip()
+    if env in ("1", "2"):
+        return int(env)
+    available = _memory_available()
+    return 1 if available is not None and available < _PARALLEL_BUILD_BYTES else 2
+
+
 def _ninja_on_path(ninja: str | None) -> None:
     """torch runs plain ``ninja``: make the pip wheel's binary findable (appended, so it shadows nothing)."""
     if ninja and not shutil.which("ninja"):
@@ -672,7 +711,7 @@ def warmup(cache: Cache, *, force: bool = False) -> WarmupReport:
                             time.perf_counter() - t0, False)
     _ninja_on_path(status.ninja)
     cache.ensure_dirs()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=build_jobs()) as pool:
         runtime = pool.submit(cache.load, runtime_name(), runtime_source(), force=force)
         pre = pool.submit(cache.ready_prelude, force=force)
         try:

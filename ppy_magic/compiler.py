@@ -225,11 +225,15 @@ def compile_source(source: str, namespace: dict[str, Any], filename: str, *, cac
     name = build.module_name("ppy_cell", code.text)
     t0 = time.perf_counter()
     try:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            runtime_future = pool.submit(build.load_runtime, cache)
-            cell = cache.load(name, code.text, force=force,
-                              on_build=(lambda: on_build(len(functions))) if on_build else None)
-            runtime = runtime_future.result()
+        announce = (lambda: on_build(len(functions))) if on_build else None
+        if build.build_jobs() > 1:  # the runtime and the cell (with its prelude) build side by side
+            with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+                runtime_future = pool.submit(build.load_runtime, cache)
+                cell = cache.load(name, code.text, force=force, on_build=announce)
+                runtime = runtime_future.result()
+        else:  # short of memory: one compiler at a time
+            runtime = build.load_runtime(cache)
+            cell = cache.load(name, code.text, force=force, on_build=announce)
         runtime.set_fallback_hook(region.FALLBACKS)
     except BuildError as err:
         if strict:

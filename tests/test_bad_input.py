@@ -2,7 +2,7 @@
 
 Each case asserts the message the user sees (what happened, and what to do)
 and that nothing is lost: the namespace, the other functions of the cell, the
-built modules in the cache. docs/usage.md's troubleshooting section follows
+built modules in the cache. The README's troubleshooting section follows
 these numbers.
 
 Builds are the slow part, so the cases share a few cells: CELL_COMPILE holds

@@ -482,3 +482,16 @@ def test_the_magic_shows_a_live_status_then_memory_disk_or_build(ip):
     with capture_output() as cap:
         ip.run_line_magic("ppy_cache", "info")
     assert "cache directory:" in cap.stdout and "prelude: ready" in cap.stdout
+
+
+def test_builds_run_one_at_a_time_where_memory_is_short(monkeypatch):
+    monkeypatch.delenv("PPY_BUILD_JOBS", raising=False)
+    monkeypatch.setattr(build, "_memory_available", lambda: 1536 * 2**20)  # a Binder session
+    assert build.build_jobs() == 1
+    monkeypatch.setattr(build, "_memory_available", lambda: 16 * 2**30)
+    assert build.build_jobs() == 2
+    monkeypatch.setattr(build, "_memory_available", lambda: None)
+    assert build.build_jobs() == 2
+    monkeypatch.setenv("PPY_BUILD_JOBS", "1")
+    assert build.build_jobs() == 1
+    assert build._memory_available() is None or build._memory_available() > 0

@@ -306,16 +306,15 @@ def test_binder_badge_opens_the_first_notebook_in_jupyterlab():
     owner_repo = re.fullmatch(r"https://github\.com/([^/]+/[^/]+?)/?", repo).group(1)
     url = f"https://mybinder.org/v2/gh/{owner_repo}/HEAD?urlpath=lab/tree/notebooks/{NOTEBOOKS[0]}"
     badge = f"[![Binder](https://mybinder.org/badge_logo.svg)]({url})"
-    texts = {p: _read(*p.split("/")) for p in ("docs/notebooks.md", "README.md")
-             if os.path.exists(os.path.join(ROOT, p))}
+    texts = {"README.md": _read("README.md")}
     with_badge = [p for p, t in texts.items() if "mybinder.org/v2" in t]
-    assert "docs/notebooks.md" in with_badge
+    assert "README.md" in with_badge
     for p in with_badge:
         assert badge in texts[p], f"{p}: the Binder badge should be {badge}"
         for link in re.findall(r"https://mybinder\.org/v2/[^)\s]+", texts[p]):
             assert link == url, f"{p}: {link} is not {url}"
     for name in NOTEBOOKS:
-        assert name in texts["docs/notebooks.md"], name
+        assert name in texts["README.md"], name
 
 
 # -- refreshing the stored notebooks -----------------------------------------------------------------
