@@ -1135,22 +1135,43 @@ def _instantiate(form: Form, name: str, a: torch.Tensor, draw: Any, st: Any, new
 
 def generate_programs(forms: Sequence[Form], n: int, seed: int | None = None, max_statements: int = 6,
                       tuple_returns: bool = False) -> list[Program]:
-    """`n` programs drawn by hypothesis: derandomized (the same every run) unless a seed is given."""
+    """`n` distinct programs drawn by hypothesis: the same every run unless a seed is given.
+
+    Hypothesis repeats small examples, so rounds with further seeds top the list up
+    until `n` programs differ in their text or their parameters' shapes and dtypes.
+    """
+    found: list[Program] = []
+    seen: set = set()
+    for round_ in range(50):
+        if len(found) >= n:
+            break
+        round_seed = seed if round_ == 0 else (seed or 0) * 1000 + round_
+        want = max(2 * (n - len(found)), 100)  # a small round would only redraw the simplest programs
+        for p in _draw_programs(forms, want, round_seed, max_statements, tuple_returns):
+            key = (p.lines, p.params)
+            if key not in seen:
+                seen.add(key)
+                found.append(p)
+    return found[:n]
+
+
+def _draw_programs(forms: Sequence[Form], n: int, seed: int | None, max_statements: int,
+                   tuple_returns: bool) -> list[Program]:
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
 
-    found: list[Program] = []
+    drawn: list[Program] = []
 
     @settings(max_examples=n, deadline=None, derandomize=seed is None, database=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @given(programs_strategy(forms, max_statements, tuple_returns))
     def collect(p: Program) -> None:
-        found.append(p)
+        drawn.append(p)
 
     if seed is not None:
         collect = hypothesis_seed(seed)(collect)
     collect()
-    return found
+    return drawn
 
 
 def program_text(p: Program, name: str = "f") -> str:

@@ -39,6 +39,8 @@ def test_programs_are_reproducible(support):
     one = [diff.program_text(p) for p in diff.generate_programs(support.forms, 20)]
     two = [diff.program_text(p) for p in diff.generate_programs(support.forms, 20)]
     assert one == two and len(set(one)) > 5
+    programs = diff.generate_programs(support.forms, 50)
+    assert len({(p.lines, p.params) for p in programs}) == len(programs) == 50
 
 
 def test_random_programs_match_eager(support):
@@ -47,7 +49,7 @@ def test_random_programs_match_eager(support):
     stats = diff.BatchStats()
     outcomes = diff.run_cases(cases, prefix="ppy-fuzz", chunk=max(len(cases), 1), stats=stats)
     counts = diff.count(outcomes)
-    print(f"\nfuzz: {len(programs)} programs ({len({diff.canonical(c.source) for c in cases})} distinct) over "
+    print(f"\nfuzz: {len(programs)} programs ({len({diff.canonical(c.source) for c in cases})} distinct texts) over "
           f"{len(support.forms)} forms: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     bad = [o for o in outcomes if o.status in diff.FAILURES]
     assert not bad, f"{len(bad)} programs differ from eager or crashed:\n" + "\n\n".join(
