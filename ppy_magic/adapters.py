@@ -126,6 +126,67 @@ def split(self, split_size, dim=0):
     return _VF.split_with_sizes(self, split_size, dim)
 
 
+@_adapts(torch.einsum)
+def einsum(*args):
+    if len(args) < 2:
+        raise ValueError("einsum(): must specify the equation string and at least one operand, "
+                         "or at least one operand and its subscripts list")
+    if not isinstance(args[0], str):
+        unsupported("torch.einsum in the sublist format; write the equation as a string")
+    operands = args[1:]
+    if len(operands) == 1 and isinstance(operands[0], tuple):
+        unsupported("torch.einsum with the operands in one list; pass them as separate arguments")
+    if len(operands) > 2 and OPT_EINSUM:
+        unsupported("torch.einsum with more than two operands picks its contraction path from the shapes "
+                    "at run time (opt_einsum)")
+    return _VF.einsum(args[0], operands)
+
+
+@_adapts(torch.norm, methods=("norm",))
+def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    # torch.norm's path for strided tensors on the CPU and CUDA, the only ones a region sees.
+    if out is not None:
+        unsupported("torch.norm with out=")
+    if dim is None:
+        _dim = None
+    elif isinstance(dim, int):
+        _dim = [dim]
+    else:
+        _dim = dim
+    if isinstance(p, str):
+        if p == "fro" and (dim is None or isinstance(dim, int) or len(dim) <= 2):
+            return torch.linalg.vector_norm(input, 2, _dim, keepdim, dtype=dtype)
+        if _dim is None:
+            unsupported("torch.norm with a matrix norm over all dimensions; pass dim=")
+        return torch.linalg.matrix_norm(input, p, _dim, keepdim, dtype=dtype)
+    if p is None:
+        return torch.linalg.vector_norm(input, 2.0, _dim, keepdim, dtype=dtype)
+    return torch.linalg.vector_norm(input, p, _dim, keepdim, dtype=dtype)
+
+
+@_adapts(F.max_pool2d)
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    if return_indices:
+        unsupported("F.max_pool2d with return_indices=True")
+    if stride is None:
+        return torch.max_pool2d(input, kernel_size, [], padding, dilation, ceil_mode)
+    return torch.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@_adapts(F.batch_norm)
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
+               eps=1e-5):
+    if training:
+        size = input.size()
+        size_prods = size[0]
+        for i in range(len(size) - 2):
+            size_prods = size_prods * size[i + 2]
+        if size_prods == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
+    return torch.batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
+                            CUDNN_ENABLED)
+
+
 # Tensor.float() and friends: PyTorch's binding calls self.to(dtype) (to.dtype).
 @_adapts(methods=("float",))
 def float_(self, memory_format=None):
@@ -177,4 +238,7 @@ def definitions() -> tuple[dict[str, ast.FunctionDef], list[str]]:
 
 
 def namespace() -> dict[str, Any]:
-    return {"torch": torch, "F": F, "_nn": _nn, "_VF": _VF, "unsupported": unsupported}
+    """Globals of the adapters; the backend flags are read when a region is compiled."""
+    return {"torch": torch, "F": F, "_nn": _nn, "_VF": _VF, "unsupported": unsupported,
+            "CUDNN_ENABLED": bool(torch.backends.cudnn.enabled),
+            "OPT_EINSUM": bool(torch.backends.opt_einsum.enabled and torch.backends.opt_einsum.is_available())}

@@ -26,7 +26,7 @@ class CallCompiler:
     # calls
     def visit_Call(self, node: ast.Call) -> Any:
         func = self.value(node.func)
-        args = self.starred_items(node.args)
+        args = self.call_args(node.args)
         kwargs = {}
         for kw in node.keywords:
             if kw.arg is None:
@@ -37,6 +37,28 @@ class CallCompiler:
         if isinstance(func, Static):
             return self.static_call(node, func.value, args, kwargs)
         raise self.error(node.func, f"calling {ops.describe(func)} is not supported in a region")
+
+    def call_args(self, elts: list[ast.expr]) -> list[Any]:
+        """Positional arguments; `*sizes` of a length known only at run time (`x.view(*s[:-1], -1, 2)`)
+        folds every positional argument into one sequence of ints, the varargs form of int-list ops."""
+        values: list[tuple[bool, Any]] = []
+        for e in elts:
+            if isinstance(e, ast.Starred):
+                values.append((True, self.value(e.value)))
+            else:
+                values.append((False, self.value(e)))
+        if not any(starred and getattr(v, "kind", None) == ir.INTS for starred, v in values):
+            out: list[Any] = []
+            for (starred, v), e in zip(values, elts):
+                if starred and not isinstance(v, ir.Tup):
+                    raise self.error(e, "`*` of a sequence whose length is only known at run time")
+                out.extend(v.items if starred else [v])
+            return out
+        seq = None
+        for (starred, v), e in zip(values, elts):
+            piece = self.as_ints(e, v if starred else ir.Tup((v,)))
+            seq = piece if seq is None else self.cpp("ppy::seq_concat({0}, {1})", ir.INTS, seq, piece)
+        return [seq]
 
     def method_call(self, node: ast.Call, m: TensorMethod, args: list, kwargs: dict) -> Any:
         t, name = m.receiver, m.name
@@ -96,7 +118,7 @@ class CallCompiler:
         if fn is isinstance and len(args) == 2 and isinstance(args[1], Static):
             want = args[1].value
             kinds = {int: (ir.INT, ir.BOOL), float: (ir.FLOAT,), bool: (ir.BOOL,), torch.Tensor: (ir.TENSOR,),
-                     tuple: (), list: ()}
+                     str: (ir.STR,), tuple: (), list: ()}
             if want in kinds:
                 v = args[0]
                 if isinstance(v, ir.Tup):
@@ -194,9 +216,12 @@ class CallCompiler:
         if not adapter and (who in self.ctx.stack or who == self.region_name):
             raise self.error(node, f"'{who}' calls itself; recursion is not supported in a region")
         params = fdef.args
-        if params.vararg or params.kwarg or params.kwonlyargs or params.posonlyargs:
+        if params.kwarg or params.kwonlyargs or params.posonlyargs or (params.vararg and not adapter):
             raise self.error(node, f"calling '{who}': only plain positional parameters are supported")
         names = [a.arg for a in params.args]
+        if params.vararg:  # adapters of variadic torch functions (torch.einsum): extra arguments as a tuple
+            args = list(args[:len(names)]) + [ir.Tup(tuple(args[len(names):]))]
+            names.append(params.vararg.arg)
         if len(args) > len(names):
             raise self.error(node, f"{who}() takes {len(names)} arguments but {len(args)} were given")
         defaults = dict(zip(names[len(names) - len(params.defaults):], params.defaults))

@@ -193,10 +193,13 @@ def call_args(call: ir.Call) -> list[str]:
     return out
 
 
-def _index(items: tuple[ir.IndexItem, ...]) -> str:
+def _index(items: tuple[ir.IndexItem, ...], tensor: Any) -> str:
     parts = []
     for it in items:
-        if it.what == "int":
+        if it.what == "list":
+            values = ", ".join(f"static_cast<int64_t>({atom(a)})" for a in it.atoms)
+            parts.append(f"at::indexing::TensorIndex(ppy::index_list({atom(tensor)}, {{{values}}}))")
+        elif it.what == "int":
             parts.append(f"at::indexing::TensorIndex(static_cast<int64_t>({atom(it.atoms[0])}))")
         elif it.what == "bool":
             parts.append(f"at::indexing::TensorIndex(static_cast<bool>({atom(it.atoms[0])}))")
@@ -219,7 +222,7 @@ def expr(e: ir.Expr) -> str:
     if isinstance(e, ir.Cpp):
         return _PLACEHOLDER.sub(lambda m: atom(e.args[int(m.group(1))]), e.template)
     if isinstance(e, ir.GetItem):
-        return f"at::indexing::get_item({atom(e.tensor)}, {_index(e.index)})"
+        return f"at::indexing::get_item({atom(e.tensor)}, {_index(e.index, e.tensor)})"
     if isinstance(e, ir.CallFunction):
         return f"{e.symbol}({', '.join(['ppy_line'] + [atom(a) for a in e.args])})"
     raise TypeError(e)
@@ -228,7 +231,7 @@ def expr(e: ir.Expr) -> str:
 def _decl(var: ir.Var) -> str:
     ctype = ir.CPP_TYPES[var.kind]
     init = {ir.FLOAT: " = 0.0", ir.INT: " = 0", ir.BOOL: " = false",
-            ir.DTYPE: " = at::ScalarType::Undefined"}.get(var.kind, "")
+            ir.DTYPE: " = at::ScalarType::Undefined", ir.DEVICE: " = at::Device(at::kCPU)"}.get(var.kind, "")
     return f"{ctype} {NAME(var)}{init};"
 
 
@@ -274,6 +277,8 @@ def _uses(stmt: ir.Stmt) -> set[str]:
     elif isinstance(stmt, ir.Return):
         for a in stmt.values:
             add(a)
+    elif isinstance(stmt, ir.Raise):
+        add(stmt.message)
     elif isinstance(stmt, ir.If):
         add(stmt.cond)
         for s in stmt.then + stmt.orelse:
@@ -352,11 +357,12 @@ class Emitter:
         elif isinstance(s, ir.SetItem):
             self.line(depth, s.line)
             if s.value.kind == ir.TENSOR:
-                self.out(depth, f"at::indexing::set_item({atom(s.tensor)}, {_index(s.index)}, {atom(s.value)});")
+                self.out(depth, f"at::indexing::set_item({atom(s.tensor)}, {_index(s.index, s.tensor)}, "
+                                f"{atom(s.value)});")
             else:  # Python passes a bool value as an int (THPUtils_unpackIndex)
                 kind = ir.INT if s.value.kind == ir.BOOL else s.value.kind
                 scalar = f"at::Scalar(static_cast<{_SCALAR_CPP[kind]}>({atom(s.value)}))"
-                self.out(depth, f"ppy::set_item_scalar({atom(s.tensor)}, {_index(s.index)}, {scalar});")
+                self.out(depth, f"ppy::set_item_scalar({atom(s.tensor)}, {_index(s.index, s.tensor)}, {scalar});")
         elif isinstance(s, ir.If):
             self.line(depth, s.line)
             self.out(depth, f"if ({atom(s.cond)}) {{")
@@ -382,7 +388,8 @@ class Emitter:
             self.current_line = 0
         elif isinstance(s, ir.Raise):
             self.line(depth, s.line)
-            self.out(depth, f"ppy::raise(ppy::PyError::{s.error}, {json.dumps(s.message)});")
+            message = json.dumps(s.message) if isinstance(s.message, str) else atom(s.message)
+            self.out(depth, f"ppy::raise(ppy::PyError::{s.error}, {message});")
         elif isinstance(s, ir.Return):
             self.line(depth, s.line)
             if self.helper:

@@ -88,6 +88,8 @@ class ExpressionCompiler:
             return self.cpp("static_cast<int64_t>({0}.dim())", ir.INT, t)
         if a == "dtype":
             return self.cpp("{0}.scalar_type()", ir.DTYPE, t)
+        if a == "device":
+            return self.cpp("{0}.device()", ir.DEVICE, t)
         if a == "requires_grad":
             return self.cpp("{0}.requires_grad()", ir.BOOL, t)
         if a == "is_cuda":
@@ -96,6 +98,28 @@ class ExpressionCompiler:
             return self.call_op(node, ops.OpSpec(self._TENSOR_PROPERTIES[a]), [t], {}, method=True,
                                 display=f"Tensor.{a}")
         return TensorMethod(t, a)
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> Any:
+        """An f-string (for error messages): formatted as Python's str() would, at run time if needed."""
+        parts: list[Any] = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                parts.append(ir.Const(part.value, ir.STR))
+                continue
+            if not isinstance(part, ast.FormattedValue) or part.conversion not in (-1, ord("s")) or \
+                    part.format_spec is not None:
+                raise self.error(part, "only plain {value} fields are supported in an f-string in a region")
+            v = self.value(part.value)
+            if isinstance(v, ir.Const) and v.kind != ir.DTYPE:
+                parts.append(ir.Const(str(v.value), ir.STR))
+            elif getattr(v, "kind", None) in (ir.INT, ir.FLOAT, ir.BOOL, ir.STR, ir.INTS):
+                parts.append(v)
+            else:
+                raise self.error(part, f"formatting {ops.describe(v)} in an f-string is not supported in a region")
+        if all(isinstance(p, ir.Const) for p in parts):
+            return ir.Const("".join(p.value for p in parts), ir.STR)
+        template = " + ".join(f"ppy::py_str({{{i}}})" for i in range(len(parts)))
+        return self.cpp(f"(std::string() + {template})", ir.STR, *parts)
 
     def visit_Tuple(self, node: ast.Tuple) -> ir.Tup:
         return ir.Tup(tuple(self.starred_items(node.elts)))
@@ -474,6 +498,8 @@ class ExpressionCompiler:
                 items.append(ir.IndexItem("bool", (v,)))
             elif getattr(v, "kind", None) == ir.TENSOR:
                 items.append(ir.IndexItem("tensor", (v,)))
+            elif isinstance(v, ir.Tup) and v.items and all(getattr(i, "kind", None) == ir.INT for i in v.items):
+                items.append(ir.IndexItem("list", tuple(v.items)))  # x[:, [0, -1]]: a Long index tensor
             else:
                 raise self.error(e, f"indexing a tensor with {ops.describe(v)} is not supported in a region",
                                  "Index with ints, slices, None, ..., or tensors.")

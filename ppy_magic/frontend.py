@@ -275,11 +275,14 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
         self.emit(ir.Raise(exc.func.id, message, self.line()))
         self.terminated = True
 
-    def message(self, node: ast.expr) -> str:
+    def message(self, node: ast.expr) -> Any:
+        """An error message: a str, or a string atom built at run time from an f-string."""
         value = self.value(node)
         if isinstance(value, ir.Const) and value.kind == ir.STR:
             return value.value
-        raise self.error(node, "an error message must be a string known at compile time")
+        if isinstance(value, ir.Var) and value.kind == ir.STR:
+            return value
+        raise self.error(node, "an error message must be a string")
 
     def visit_Assert(self, node: ast.Assert) -> None:
         test = self.truth(node.test)
@@ -358,6 +361,8 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
             return ir.Tup(tuple(self.join(node, name, [v.items[i] for v in vals], bodies)
                                 for i in range(len(first.items))))
         kinds = {getattr(v, "kind", None) for v in vals}
+        if len(kinds) > 1 and kinds <= {ir.NONE, ir.TENSOR, ir.OPT_TENSOR}:
+            kinds = {ir.OPT_TENSOR}  # a tensor on one path, None on another
         if len(kinds) != 1 or None in kinds or ir.NONE in kinds or ir.OPAQUE in kinds:
             return Unbound(name, "it has different kinds of value in different branches")
         var = self.new_var(name, kinds.pop())

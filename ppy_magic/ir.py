@@ -24,14 +24,15 @@ DTYPE = "d"
 INTS = "I"  # a sequence of ints known at run time (sizes)
 TENSORS = "L"  # a list of tensors
 OPT_TENSOR = "O"  # a tensor or None
+DEVICE = "D"  # a torch.device read from a tensor
 OPAQUE = "o"  # a C++ constant with no Python value to speak of (memory format, layout)
 SCALAR_KINDS = (FLOAT, INT, BOOL)
 KIND_NAMES = {TENSOR: "Tensor", FLOAT: "float", INT: "int", BOOL: "bool", NONE: "None", STR: "str",
               DTYPE: "torch.dtype", INTS: "a sequence of ints", TENSORS: "a list of tensors",
-              OPT_TENSOR: "Tensor | None", OPAQUE: "constant"}
+              OPT_TENSOR: "Tensor | None", DEVICE: "torch.device", OPAQUE: "constant"}
 CPP_TYPES = {TENSOR: "at::Tensor", FLOAT: "double", INT: "int64_t", BOOL: "bool", STR: "std::string",
              DTYPE: "at::ScalarType", INTS: "std::vector<int64_t>", TENSORS: "std::vector<at::Tensor>",
-             OPT_TENSOR: "::std::optional<at::Tensor>"}
+             OPT_TENSOR: "::std::optional<at::Tensor>", DEVICE: "at::Device"}
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ class For:
 @dataclass(frozen=True)
 class Raise:
     error: str  # a ppy::PyError name: AssertionError, ValueError, ...
-    message: str
+    message: Any  # a str, or a STR atom formatted at run time (an f-string)
     line: int
 
 

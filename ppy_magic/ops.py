@@ -70,8 +70,14 @@ class OpSpec:
         return found
 
 
+# Ops that make tensors of other layouts: regions stay strided (see the runtime's guard).
+_LAYOUT_PREFIXES = ("to_sparse", "_to_sparse", "to_mkldnn", "sparse_", "_sparse", "nested_", "_nested",
+                    "to_padded_tensor", "_to_dense", "to_dense")
+
+
 def _usable(name: str) -> bool:
-    return not name.startswith("__") and name not in EXCLUDED and bool(overloads(name))
+    return (not name.startswith("__") and name not in EXCLUDED and not name.startswith(_LAYOUT_PREFIXES)
+            and bool(overloads(name)))
 
 
 def _binding_namespaces() -> list[Any]:
@@ -209,13 +215,15 @@ def _fit(arg: SchemaArg, value: Any, numbers_as_tensors: bool) -> tuple[int, Any
         return (2, value) if kind == ir.STR else None
     if t == "ScalarType":
         return (2, value) if kind == ir.DTYPE else None
+    if t == "Device":
+        return (2, value) if kind == ir.DEVICE else None
     if t == "List[int]":
         if kind == ir.INTS:
             return 2, value
         if items is not None and all(getattr(i, "kind", None) == ir.INT for i in items):
             return 2, ir.Items(tuple(items), ir.INT)
-        if kind == ir.INT and arg.size:
-            return 1, ir.Items((value,), ir.INT)
+        if kind == ir.INT and arg.size:  # int[N]: one int stands for N copies, as in PyTorch's parser
+            return 1, ir.Items((value,) * arg.size, ir.INT)
         return None
     if t == "List[Tensor]":
         if kind == ir.TENSORS:

@@ -6,7 +6,10 @@
 #include <ATen/ScalarOps.h>
 #include <ATen/TensorIndexing.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/to.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -52,6 +55,15 @@ inline void set_item_scalar(const at::Tensor& self, at::ArrayRef<at::indexing::T
     }
   }
   at::indexing::set_item(self, index, value);
+}
+
+// `x[[0, -1]]`: PyTorch turns a list of ints into a Long tensor on the indexed tensor's device
+// (sequenceToVariable in python_variable_indexing.cpp).
+inline at::Tensor index_list(const at::Tensor& self, std::initializer_list<int64_t> values) {
+  at::Tensor t = at::empty({static_cast<int64_t>(values.size())}, at::TensorOptions().dtype(at::kLong));
+  int64_t* p = t.data_ptr<int64_t>();
+  for (int64_t v : values) *p++ = v;
+  return self.device().is_cpu() ? t : t.to(self.device());
 }
 
 // ---- int arithmetic: Python ints on int64, overflow is an error, not a wrap ----
@@ -196,6 +208,50 @@ inline int64_t math_trunc(double x) {  // int(x) for a float x
   double f = std::trunc(x);
   if (f < -9223372036854775808.0 || f >= 9223372036854775808.0) int_overflow();
   return static_cast<int64_t>(f);
+}
+
+// ---- str() of values, for f-string error messages ----
+inline std::string py_str(const std::string& s) { return s; }
+inline std::string py_str(bool v) { return v ? "True" : "False"; }
+inline std::string py_str(int64_t v) { return std::to_string(v); }
+inline std::string py_str(double v) {  // repr(float): shortest round trip, Python's layout
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  std::string sci(buf, res.ptr);  // d[.ddd]e±XX
+  const size_t e = sci.find('e');
+  const int exp10 = std::stoi(sci.substr(e + 1));
+  std::string digits;
+  bool negative = false;
+  for (size_t k = 0; k < e; ++k) {
+    if (sci[k] == '-') negative = true;
+    else if (sci[k] != '.') digits += sci[k];
+  }
+  const int decpt = exp10 + 1;  // digits are 0.d1d2... x 10**decpt
+  std::string out = negative ? "-" : "";
+  if (decpt > -4 && decpt <= 16) {
+    if (decpt <= 0) {
+      out += "0." + std::string(-decpt, '0') + digits;
+    } else if (static_cast<size_t>(decpt) >= digits.size()) {
+      out += digits + std::string(decpt - digits.size(), '0') + ".0";
+    } else {
+      out += digits.substr(0, decpt) + "." + digits.substr(decpt);
+    }
+    return out;
+  }
+  out += digits.substr(0, 1);
+  if (digits.size() > 1) out += "." + digits.substr(1);
+  const int x = decpt - 1;
+  out += (x < 0 ? "e-" : "e+");
+  const std::string mag = std::to_string(x < 0 ? -x : x);
+  out += (mag.size() < 2 ? "0" : "") + mag;
+  return out;
+}
+inline std::string py_str(const std::vector<int64_t>& v) {  // a torch.Size
+  std::string out = "torch.Size([";
+  for (size_t k = 0; k < v.size(); ++k) out += (k ? ", " : "") + std::to_string(v[k]);
+  return out + "])";
 }
 
 // ---- sequences of ints (sizes) ----

@@ -258,7 +258,13 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
       return nullptr;
     }
     const at::Tensor& t = THPVariable_Unpack(o);
-    if (t.layout() == c10::kStrided) work += t.unsafeGetTensorImpl()->numel();
+    // Regions are compiled for strided tensors (adapters such as torch.norm take the strided
+    // path); sparse, nested and MKL-DNN tensors run the Python body.
+    if (t.layout() != c10::kStrided) {
+      reason = "a tensor argument is not strided (sparse, nested or MKL-DNN)";
+      return nullptr;
+    }
+    work += t.unsafeGetTensorImpl()->numel();
     if (!((self->device_mask >> static_cast<int>(t.device().type())) & 1)) {
       reason = "a tensor is on a device type the region was not built for";
       return nullptr;
