@@ -151,6 +151,8 @@ def _convert(base: str, a: Any, write: bool) -> str:
         return f"c10::fromIntArrayRefSlow(at::IntArrayRef({atom(a)}))"
     if base in ("at::TensorList", "at::ITensorListRef"):
         return f"at::TensorList({atom(a)})"
+    if base == "at::Device" and a.kind == ir.STR:
+        return f"at::Device({atom(a)})"
     return atom(a)
 
 

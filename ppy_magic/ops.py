@@ -196,7 +196,7 @@ def _fit(arg: SchemaArg, value: Any, numbers_as_tensors: bool) -> tuple[int, Any
     if isinstance(value, ir.Const) and value.kind == ir.NONE:
         return (2, ir.Default(None)) if optional else None
     items = value.items if isinstance(value, ir.Tup) else None
-    kind = None if items is not None else value.kind
+    kind = None if items is not None else getattr(value, "kind", None)
     if t == "Tensor":
         if kind == ir.TENSOR or (kind == ir.OPT_TENSOR and optional):
             return 2, value
@@ -216,7 +216,13 @@ def _fit(arg: SchemaArg, value: Any, numbers_as_tensors: bool) -> tuple[int, Any
     if t == "ScalarType":
         return (2, value) if kind == ir.DTYPE else None
     if t == "Device":
-        return (2, value) if kind == ir.DEVICE else None
+        if kind == ir.DEVICE:
+            return 2, value
+        return (1, value) if kind == ir.STR else None  # device="cpu", as PyTorch's parser accepts
+    if t in ("MemoryFormat", "Layout"):
+        prefix = "at::MemoryFormat::" if t == "MemoryFormat" else "at::k"
+        ok = kind == ir.OPAQUE and isinstance(value, ir.Const) and str(value.value).startswith(prefix)
+        return (2, value) if ok else None
     if t == "List[int]":
         if kind == ir.INTS:
             return 2, value
@@ -236,13 +242,17 @@ def _fit(arg: SchemaArg, value: Any, numbers_as_tensors: bool) -> tuple[int, Any
 
 def _bind(ov: Overload, args: list, kwargs: dict, numbers_as_tensors: bool,
           method: bool) -> tuple[int, tuple[ir.Arg, ...]] | None:
-    positional = [a for a in ov.args if not a.kwarg_only]
+    receiver = None
+    if method:  # the receiver is the schema's `self`, wherever it stands (where.self: condition, self, other)
+        if not any(a.name == "self" for a in ov.args) or "self" in kwargs:
+            return None
+        receiver, args = args[0], list(args[1:])
+    positional = [a for a in ov.args if not a.kwarg_only and not (method and a.name == "self")]
     # Varargs int lists: `x.view(2, 3)`, `torch.zeros(2, 3)`, `x.permute(0, 2, 1)`.
-    free = positional[1:] if method else positional
-    if (len(free) == 1 and free[0].type == "List[int]" and len(args) - (1 if method else 0) >= 1
-            and all(getattr(a, "kind", None) == ir.INT for a in args[1 if method else 0:])
-            and (len(args) - (1 if method else 0) > 1 or not free[0].size)):
-        args = list(args[:1 if method else 0]) + [ir.Tup(tuple(args[1 if method else 0:]))]
+    if (len(positional) == 1 and positional[0].type == "List[int]" and args
+            and all(getattr(a, "kind", None) == ir.INT for a in args)
+            and (len(args) > 1 or not positional[0].size)):
+        args = [ir.Tup(tuple(args))]
     if len(args) > len(positional):
         return None
     names = {a.name for a in ov.args}
@@ -251,13 +261,16 @@ def _bind(ov: Overload, args: list, kwargs: dict, numbers_as_tensors: bool,
         kw["self"] = kw.pop("input")  # torch.f(input=...) is aten's `self`
     if any(k not in names for k in kw):
         return None
+    given = {a.name: v for a, v in zip(positional, args)}
     score = 0
     bound: list[ir.Arg] = []
-    for i, sarg in enumerate(ov.args):
-        if i < len(args) and not sarg.kwarg_only:
+    for sarg in ov.args:
+        if method and sarg.name == "self":
+            actual = receiver
+        elif sarg.name in given:
             if sarg.name in kw:
                 return None
-            actual = args[i]
+            actual = given[sarg.name]
         elif sarg.name in kw:
             actual = kw[sarg.name]
         elif sarg.has_default:

@@ -85,10 +85,22 @@ def kind_of_constant(v: Any) -> str | None:
     return None
 
 
+# torch objects that stand for C++ enum values in a region.
+OPAQUE_CONSTANTS = {
+    torch.contiguous_format: "at::MemoryFormat::Contiguous",
+    torch.channels_last: "at::MemoryFormat::ChannelsLast",
+    torch.channels_last_3d: "at::MemoryFormat::ChannelsLast3d",
+    torch.preserve_format: "at::MemoryFormat::Preserve",
+    torch.strided: "at::kStrided",
+}
+
+
 def constant(v: Any) -> ir.Const | ir.Tup | None:
     if isinstance(v, tuple):
         items = [constant(i) for i in v]
         return None if any(i is None for i in items) else ir.Tup(tuple(items))
+    if isinstance(v, (torch.memory_format, torch.layout)) and v in OPAQUE_CONSTANTS:
+        return ir.Const(OPAQUE_CONSTANTS[v], ir.OPAQUE)
     kind = kind_of_constant(v)
     if kind is None or (kind == ir.INT and not -(2**63) <= v < 2**63):
         return None

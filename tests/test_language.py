@@ -361,3 +361,33 @@ def test_compile_errors_are_located_and_say_what_to_do(body, where, words):
     assert err.reason.startswith(where), err.reason
     assert words in text, text
     assert ".py" not in text and "Traceback" not in text
+
+
+METHOD_CELL = '''
+import torch
+import ppy
+
+@ppy.opt(3)
+def receiver_is_self(x, cond, y):
+    # where.self's schema is (condition, self, other): the receiver binds to `self`
+    return x.where(cond, y), x.polygamma(2), torch.where(cond, x, y)
+
+@ppy.opt(3)
+def enum_and_device_arguments(x):
+    return (x.float(memory_format=torch.contiguous_format),
+            x.to("cpu", torch.float64, memory_format=torch.preserve_format), x[[1, 2]], x[:, [0, -1]])
+
+@ppy.opt(3)
+def factories(x):
+    return (torch.zeros(2, 3, device="cpu", dtype=torch.float64) + torch.arange(0, 3, device=x.device),
+            torch.ones_like(x, dtype=torch.int64))
+'''
+
+
+def test_methods_bind_their_receiver_to_self_and_enums_resolve():
+    ns, report = compile_cell(METHOD_CELL, filename="<method-cell>")
+    assert report.compiled == ["receiver_is_self", "enum_and_device_arguments", "factories"], report.python
+    x, y = rand(4, 4), rand(4, 4, seed=1)
+    same(ns["receiver_is_self"], x, x > 0, y)
+    same(ns["enum_and_device_arguments"], x)
+    same(ns["factories"], x)
