@@ -213,6 +213,7 @@ class RegionRecord:
     level: int
     frozen_globals: dict[str, dict]
     cpp: str
+    result_types: tuple[str, ...] = ()  # names in torch.return_types of the named tuples it returns
 
     @property
     def key(self) -> Key:
@@ -223,7 +224,8 @@ class RegionRecord:
             index=self.index, name=self.name, qualname=self.qualname, symbol=self.symbol, kinds=self.kinds,
             ret=self.ret, param_names=self.param_names, defaults=self.defaults,
             line_notes=dict(self.line_notes), first_line=self.first_line, filename=filename,
-            frozen_globals={k: _describe_global(v) for k, v in self.frozen_globals.items()}, cpp=self.cpp)
+            frozen_globals={k: _describe_global(v) for k, v in self.frozen_globals.items()}, cpp=self.cpp,
+            result_types=tuple(getattr(torch.return_types, n) for n in self.result_types))
 
 
 @dataclass(frozen=True)
@@ -300,7 +302,8 @@ def _region_from_json(d: dict[str, Any]) -> RegionRecord:
         param_names=tuple(d["param_names"]), defaults=tuple(d["defaults"]),
         line_notes={int(k): v for k, v in d["line_notes"].items()}, first_line=int(d["first_line"]),
         last_line=int(d["last_line"]), source_sha256=d["source_sha256"], device_types=tuple(d["device_types"]),
-        level=int(d["level"]), frozen_globals=dict(d["frozen_globals"]), cpp=d.get("cpp", ""))
+        level=int(d["level"]), frozen_globals=dict(d["frozen_globals"]), cpp=d.get("cpp", ""),
+        result_types=tuple(d.get("result_types", ())))
 
 
 def signature_text(spec: RegionSpec) -> str:
@@ -334,7 +337,8 @@ def region_record(spec: RegionSpec, extension: str, lines: list[str], first_line
         param_names=tuple(spec.param_names), defaults=tuple(spec.defaults), line_notes=notes,
         first_line=first_line, last_line=last_line, source_sha256=source_sha256(lines, first_line, last_line),
         device_types=tuple(device_types), level=level,
-        frozen_globals={k: encode_global(v) for k, v in sorted(spec.frozen_globals.items())}, cpp=spec.cpp)
+        frozen_globals={k: encode_global(v) for k, v in sorted(spec.frozen_globals.items())}, cpp=spec.cpp,
+        result_types=tuple(t.__name__ for t in spec.result_types))
 
 
 # ---- writing ----------------------------------------------------------------------------------

@@ -509,3 +509,37 @@ def test_regions_in_a_namespace_are_those_bound_under_their_own_name(artifact_co
     assert sorted(f.__name__ for f in found) == sorted(REGIONS)
     with pytest.raises(artifact.ArtifactError, match="no region"):
         artifact.regions_in({"f": len}, [])
+
+
+NAMED = textwrap.dedent('''\
+    import torch
+    import ppy
+
+
+    @ppy.opt(3)
+    def top(x):
+        return torch.max(x, 1), x.shape
+
+
+    if __name__ == "__main__":
+        print(type(top(torch.ones(2, 3))[0]).__name__)
+''')
+
+
+def test_named_tuple_results_survive_the_artifact(tmp_path):
+    src = tmp_path / "named.ppy"
+    src.write_text(NAMED)
+    out = str(tmp_path / "named-ppy")
+    assert cli.main(["build", str(src), "-o", out]) == 0
+    assert manifest_of(out)["regions"][0]["result_types"] == ["max"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ns = runpy.run_path(os.path.join(out, "named.py"), run_name="named_artifact")
+    assert not [w for w in caught if issubclass(w.category, artifact.PpyArtifactWarning)]
+    top = ns["top"]
+    assert top.__ppy_region__ is True
+    x = torch.randn(3, 4)
+    got, want = top(x), top.__wrapped__(x)
+    assert type(got[0]) is torch.return_types.max and type(got[1]) is torch.Size
+    assert torch.equal(got[0].values, want[0].values) and torch.equal(got[0].indices, want[0].indices)
+    assert got[1] == want[1]

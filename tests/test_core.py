@@ -410,3 +410,18 @@ def test_the_public_names():
                  "Tensor.split", "Tensor.float", "torch.linalg.vector_norm", "torch.special.erf"):
         assert name in ops, name
     assert len(ops) > 500
+
+
+def test_the_runtime_refuses_a_return_spec_it_cannot_build(cell):
+    from ppy_magic import build
+
+    ns, report = cell
+    runtime = build.load_runtime(build.shared_cache())
+    module = build.shared_cache().memory[report.module_name]
+    args = (ns["mm"].__wrapped__, module, 0, "TT", "R0(TT)", 1, ("x", "w"), (), {})
+    with pytest.raises(ValueError, match="result type"):
+        runtime.RegionFunction(*args, ())  # a named tuple return without its type
+    with pytest.raises(ValueError, match="bad return spec"):
+        runtime.RegionFunction(*args[:4], "T?", *args[5:], ())
+    ok = runtime.RegionFunction(*args[:4], "R0(TT)", *args[5:], (torch.return_types.max,))
+    assert ok is not None

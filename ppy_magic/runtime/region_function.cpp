@@ -420,6 +420,22 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
     PyErr_SetString(PyExc_ValueError, "kinds, param_names and defaults disagree");
     return nullptr;
   }
+  // The return spec indexes result_types ('R<k>'): check it here, not on every call.
+  for (const char* c = ret; *c; ++c) {
+    if (std::strchr("Tfib()NVS", *c) == nullptr && *c != 'R') {
+      PyErr_Format(PyExc_ValueError, "bad return spec '%s'", ret);
+      return nullptr;
+    }
+    if (*c == 'R') {
+      const int k = c[1] - '0';
+      if (k < 0 || k >= PyTuple_GET_SIZE(result_types) || c[2] != '(' ||
+          !PyType_Check(PyTuple_GET_ITEM(result_types, k))) {
+        PyErr_Format(PyExc_ValueError, "return spec '%s' names a result type that was not given", ret);
+        return nullptr;
+      }
+      ++c;
+    }
+  }
   PyObject* capsule = PyObject_GetAttrString(owner, "__ppy_regions__");
   if (!capsule) return nullptr;
   auto* table = static_cast<const ppy::RegionTable*>(PyCapsule_GetPointer(capsule, "ppy.RegionTable"));
