@@ -19,9 +19,9 @@ import torch
 
 import differential as diff
 
-# Entries that count: 481 measured when this floor was set (the seed core: 18); raise it as coverage grows
-# (the target is 150).
-COUNT_FLOOR = 480
+# Entries that count: 522 measured when this floor was set (the seed core: 18); raise it as coverage
+# grows (the target is 150).
+COUNT_FLOOR = 520
 SAMPLES_PER_ENTRY = int(os.environ.get("PPY_OPINFO_SAMPLES", "8"))
 
 
