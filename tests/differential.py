@@ -46,6 +46,7 @@ CRASH = "crash"
 FAILURES = (MISMATCH, NO_RUN, CRASH)
 
 SEED = 1234  # the global generator's seed before each of the two calls
+EAGER_RETRIES = 20  # extra eager calls before a difference is blamed on the region
 CHUNK = 150  # functions per generated source: one C++ build each
 
 HEADER = "import math\nimport torch\nimport torch.nn.functional as F\nimport ppy\n\n"
@@ -267,9 +268,12 @@ def compare_call(f: Any, args: tuple = (), kwargs: dict | None = None, *, grad: 
     if not diffs and grad:
         diffs = _diff_grads(region, eager)
     if diffs:
-        again = _call(f.__wrapped__, args, kwargs)
-        if _diff_runs(again, eager) or (grad and _diff_grads(again, _call(f.__wrapped__, args, kwargs))):
-            return NONDETERMINISTIC, "eager differs from itself: " + "; ".join(diffs[:3])
+        # Some kernels differ from call to call (LAPACK's gelsy depends on buffer alignment): eager is
+        # asked a few more times before a difference counts as the region's.
+        for _ in range(EAGER_RETRIES):
+            again = _call(f.__wrapped__, args, kwargs)
+            if _diff_runs(again, eager) or (grad and _diff_grads(again, _call(f.__wrapped__, args, kwargs))):
+                return NONDETERMINISTIC, "eager differs from itself: " + "; ".join(diffs[:3])
         return MISMATCH, "; ".join(diffs[:5])
     if not ran:
         if fell_back:
