@@ -24,6 +24,15 @@ import torch.nn.functional as F
 _nn = torch._C._nn
 _VF = torch._C._VariableFunctions
 
+def _backend_flags() -> dict[str, bool]:
+    return {"CUDNN_ENABLED": bool(torch.backends.cudnn.enabled),
+            "OPT_EINSUM": bool(torch.backends.opt_einsum.enabled and torch.backends.opt_einsum.is_available())}
+
+
+# What the adapters below read; namespace() reads them again whenever a region is compiled.
+CUDNN_ENABLED = _backend_flags()["CUDNN_ENABLED"]
+OPT_EINSUM = _backend_flags()["OPT_EINSUM"]
+
 FUNCTIONS: dict[int, tuple[object, str]] = {}  # id(python callable) -> (callable, adapter name)
 METHODS: dict[str, str] = {}  # Tensor method name -> adapter name
 
@@ -239,6 +248,4 @@ def definitions() -> tuple[dict[str, ast.FunctionDef], list[str]]:
 
 def namespace() -> dict[str, Any]:
     """Globals of the adapters; the backend flags are read when a region is compiled."""
-    return {"torch": torch, "F": F, "_nn": _nn, "_VF": _VF, "unsupported": unsupported,
-            "CUDNN_ENABLED": bool(torch.backends.cudnn.enabled),
-            "OPT_EINSUM": bool(torch.backends.opt_einsum.enabled and torch.backends.opt_einsum.is_available())}
+    return {"torch": torch, "F": F, "_nn": _nn, "_VF": _VF, "unsupported": unsupported, **_backend_flags()}

@@ -7,7 +7,6 @@ region with its own Python body on the same inputs.
 from __future__ import annotations
 
 import ast
-import math
 
 import pytest
 import torch

@@ -13,7 +13,6 @@ To refresh the stored outputs (full settings; a few minutes):
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
