@@ -14,6 +14,7 @@ import gc
 import itertools
 import statistics
 import time
+import types
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -149,6 +150,34 @@ class BenchResult:
         return min(timed, key=lambda v: v.best_s).label if timed else None
 
 
+def pure_python(func: Callable) -> Callable:
+    """``func.__wrapped__``, calling the Python bodies of the regions it calls too (those of its module).
+
+    Otherwise the eager and torch.compile rows of a region that calls other regions would time those
+    regions, not PyTorch eager.
+    """
+    body = getattr(func, "__wrapped__", func)
+    scope = getattr(body, "__globals__", None)
+    if scope is None:
+        return body
+    regions = {k: v for k, v in scope.items() if getattr(v, "__ppy_region__", False) is True}
+    if not regions:
+        return body
+    plain = dict(scope)
+
+    def rebind(f: Any) -> Any:
+        if not isinstance(f, types.FunctionType) or f.__globals__ is not scope:
+            return f
+        g = types.FunctionType(f.__code__, plain, f.__name__, f.__defaults__, f.__closure__)
+        g.__dict__.update(f.__dict__)
+        g.__qualname__, g.__doc__, g.__module__ = f.__qualname__, f.__doc__, f.__module__
+        return g
+
+    for name, region in regions.items():
+        plain[name] = rebind(region.__wrapped__)
+    return rebind(body)
+
+
 def measure(func: Callable, args: Sequence[Any], options: BenchOptions = BenchOptions(), *,
             name: str | None = None, arg_names: Sequence[str] | None = None, timer: Timer = time.perf_counter,
             compile_fn: Callable[[Callable], Callable] | None = None,
@@ -160,7 +189,7 @@ def measure(func: Callable, args: Sequence[Any], options: BenchOptions = BenchOp
     A variant that cannot run gets a row saying why; the others are measured.
     """
     is_region = getattr(func, "__ppy_region__", False) is True
-    eager_fn = func.__wrapped__ if is_region else func
+    eager_fn = pure_python(func) if is_region else func
     name = name or getattr(eager_fn, "__name__", None) or repr(func)
     arg_names = list(arg_names) if arg_names is not None else [f"arg{i}" for i in range(len(args))]
     compile_fn = compile_fn or torch.compile

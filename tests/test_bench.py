@@ -486,3 +486,27 @@ def test_real_torch_compile_row(region_ns):
     row = r.df.loc["torch.compile"]
     assert row["matches_eager"] is True and row["first_call_s"] > 0 and row["best_ms"] > 0
     assert r.result[bench.COMPILE].check == "close (torch.testing.assert_close)"
+
+
+def test_the_eager_row_runs_no_region_even_through_callees(ip):
+    from ppy_magic import bench
+
+    ip.run_cell('''%%ppy
+import torch, ppy
+
+@ppy.opt(3)
+def inner_for_bench(x):
+    return x * 2
+
+@ppy.opt(3)
+def outer_for_bench(x):
+    return inner_for_bench(x) + 1
+''')
+    outer, inner = ip.user_ns["outer_for_bench"], ip.user_ns["inner_for_bench"]
+    assert outer.__ppy_region__ and inner.__ppy_region__
+    eager = bench.pure_python(outer)
+    before = inner.calls
+    x = torch.randn(3)
+    assert torch.equal(eager(x), outer.__wrapped__(x))
+    assert inner.calls == before + 1  # only __wrapped__'s call went through the region
+    assert eager.__name__ == "outer_for_bench" and eager.__code__ is outer.__wrapped__.__code__
