@@ -160,7 +160,9 @@ def pure_python(func: Callable) -> Callable:
     scope = getattr(body, "__globals__", None)
     if scope is None:
         return body
-    regions = {k: v for k, v in scope.items() if getattr(v, "__ppy_region__", False) is True}
+    regions = {k: v for k, v in scope.items()
+               if not isinstance(v, type) and getattr(v, "__ppy_region__", False) is True
+               and hasattr(v, "__wrapped__")}
     if not regions:
         return body
     plain = dict(scope)
