@@ -48,6 +48,21 @@ def compile_cell(source: str, namespace: dict | None = None, filename: str = "<p
     return ns, binder.report
 
 
+def compile_error(src: str, namespace: dict | None = None):
+    """The CompileError the front end raises for the last function of `src` (which must not compile)."""
+    import ast
+
+    from ppy_magic import frontend
+    from ppy_magic.errors import CompileError
+
+    tree = ast.parse(src)
+    g = frontend.collect_globals(tree, namespace or {})
+    fn = [n for n in tree.body if isinstance(n, ast.FunctionDef)][-1]
+    with pytest.raises(CompileError) as info:
+        frontend.compile_function(fn, g, "<src>", src.splitlines(), 3)
+    return info.value
+
+
 def assert_same(region_out, eager_out):
     """Bitwise equality with eager: values, dtype, shape, device, requires_grad, grad_fn presence."""
     if isinstance(eager_out, torch.Tensor):

@@ -13,7 +13,7 @@ import threading
 import pytest
 import torch
 
-from conftest import assert_same, compile_cell
+from conftest import assert_same, compile_cell, compile_error
 from ppy_magic import codegen, explain, frontend
 from ppy_magic.errors import CompileError
 
@@ -76,12 +76,7 @@ def rand(*shape, seed=0, **kw):
 
 
 def _compile_one(src: str) -> CompileError:
-    tree = ast.parse(src)
-    g = frontend.collect_globals(tree, {"torch": torch})
-    fn = tree.body[-1]
-    with pytest.raises(CompileError) as info:
-        frontend.compile_function(fn, g, "<src>", src.splitlines(), 3)
-    return info.value
+    return compile_error(src, {"torch": torch})
 
 
 @pytest.mark.parametrize("body, where, words", [

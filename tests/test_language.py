@@ -6,14 +6,10 @@ region with its own Python body on the same inputs.
 
 from __future__ import annotations
 
-import ast
-
 import pytest
 import torch
 
-from conftest import assert_same, compile_cell
-from ppy_magic import frontend
-from ppy_magic.errors import CompileError
+from conftest import assert_same, compile_cell, compile_error
 
 CELL = '''
 import math
@@ -336,15 +332,6 @@ def test_what_stays_python_says_where_and_why(cell):
         assert "ppy_magic" not in reason and ".py" not in reason
 
 
-def _error(src: str) -> CompileError:
-    tree = ast.parse(src)
-    g = frontend.collect_globals(tree, {})
-    fn = [n for n in tree.body if isinstance(n, ast.FunctionDef)][-1]
-    with pytest.raises(CompileError) as info:
-        frontend.compile_function(fn, g, "<src>", src.splitlines(), 3)
-    return info.value
-
-
 @pytest.mark.parametrize("body, where, words", [
     ("    for i in range(3):\n        break\n    return x", "at 5:9", "`break`"),
     ("    y = f'{x}'\n    return x", "at 4:9", "f-string"),
@@ -355,7 +342,7 @@ def _error(src: str) -> CompileError:
     ("    return x.frobnicate()", "at 4:12", "frobnicate"),
 ])
 def test_compile_errors_are_located_and_say_what_to_do(body, where, words):
-    err = _error(f"import torch\nimport torch.nn.functional as F\ndef f(x):\n{body}\n")
+    err = compile_error(f"import torch\nimport torch.nn.functional as F\ndef f(x):\n{body}\n")
     text = str(err)
     assert err.reason.startswith(where), err.reason
     assert words in text, text
