@@ -111,17 +111,17 @@ def _scalar(a: Any) -> str:
     return f"at::Scalar(static_cast<{_SCALAR_CPP[kind]}>({atom(a)}))"
 
 
-def _strip(cpp: str) -> tuple[str, bool]:
-    """The base C++ type of a parameter type, and whether it is optional."""
+def _strip(cpp: str) -> str:
+    """The base C++ type of a parameter type (``const std::optional<T>&`` -> ``T``)."""
     t = cpp.replace("const ", "").replace("&", "").strip()
     for opt in ("::std::optional<", "std::optional<", "c10::optional<"):
         if t.startswith(opt):
-            return t[len(opt):-1].strip(), True
+            return t[len(opt):-1].strip()
     if t == "at::OptionalIntArrayRef":
-        return "at::IntArrayRef", True
+        return "at::IntArrayRef"
     if t == "at::OptionalSymIntArrayRef":
-        return "c10::SymIntArrayRef", True
-    return t, False
+        return "c10::SymIntArrayRef"
+    return t
 
 
 def _ints(expr_items: list[str]) -> str:
@@ -156,7 +156,7 @@ def _convert(base: str, a: Any, write: bool) -> str:
     return atom(a)
 
 
-def _default(base: str, optional: bool, v: Any) -> str:
+def _default(base: str, v: Any) -> str:
     if v is None:
         return "::std::nullopt"
     if base == "at::Scalar":
@@ -183,9 +183,9 @@ def _default(base: str, optional: bool, v: Any) -> str:
 def call_args(call: ir.Call) -> list[str]:
     out = []
     for sarg, a in zip(call.op.args, call.args):
-        base, optional = _strip(sarg.cpp)
+        base = _strip(sarg.cpp)
         if isinstance(a, ir.Default):
-            out.append(_default(base, optional, a.value))
+            out.append(_default(base, a.value))
         elif isinstance(a, ir.WrapNumber):
             out.append(f"ppy::wrapped_number({_scalar(a.value)})")
         elif isinstance(a, ir.Const) and a.kind == ir.NONE:

@@ -27,13 +27,6 @@ class ExpressionCompiler:
             raise self.error(node, f"'{v.name}' may be unbound here: {v.why}")
         return v
 
-    def atom(self, node: ast.expr, value: Any = None) -> ir.Atom:
-        value = self.value(node) if value is None else value
-        if isinstance(value, (ir.Var, ir.Const)):
-            return value
-        raise self.error(node, f"{ops.describe(value) if not isinstance(value, Static) else 'this'} "
-                               "cannot be used as a value in a region")
-
     def visit_Constant(self, node: ast.Constant) -> Any:
         c = constant(node.value)
         if c is None:
@@ -41,9 +34,6 @@ class ExpressionCompiler:
                 return Static(Ellipsis)
             raise self.error(node, f"the constant {node.value!r} is not supported in a region")
         return c
-
-    def load_name(self, node: ast.Name) -> Any:
-        return self.value(node)
 
     def visit_Name(self, node: ast.Name) -> Any:
         if node.id in self.locals:

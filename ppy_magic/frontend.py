@@ -208,7 +208,7 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         target = node.target
         if isinstance(target, ast.Name):
-            current = self.load_name(target)
+            current = self.value(target)
             rhs = self.value(node.value)
             self.locals[target.id] = self.augmented(node, current, rhs)
         elif isinstance(target, ast.Subscript):
