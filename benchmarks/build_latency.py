@@ -63,13 +63,14 @@ for _name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "execv
 NEW_PROCESS = SPAWN_COUNTER + textwrap.dedent("""
     import json, sys, time
     import torch
-    from ppy_magic import build, compiler
+    from ppy_magic import backend
+    from ppy_magic import pipeline
 
     source = open(sys.argv[1]).read()
     ns = {"__name__": "__bench__"}
     t0 = time.perf_counter()
-    binder = compiler.compile_source(source, ns, "<new-kernel-cell>", cache=build.shared_cache())
-    compiler.run(compile(source, "<new-kernel-cell>", "exec"), ns, binder)
+    binder = pipeline.compile_source(source, ns, "<new-kernel-cell>", cache=backend.shared_cache())
+    pipeline.run(compile(source, "<new-kernel-cell>", "exec"), ns, binder)
     seconds = time.perf_counter() - t0
     print(json.dumps({"seconds": seconds, "source": binder.report.build_source, "spawned": spawned,
                       "region": bool(getattr(ns["layer"], "__ppy_region__", False))}))
@@ -77,12 +78,12 @@ NEW_PROCESS = SPAWN_COUNTER + textwrap.dedent("""
 
 
 def compile_cell(source: str, filename: str, cache) -> tuple[float, object]:
-    from ppy_magic import compiler
+    from ppy_magic import pipeline
 
     ns = {"__name__": "__bench__"}
     t0 = time.perf_counter()
-    binder = compiler.compile_source(source, ns, filename, cache=cache)
-    compiler.run(compile(source, filename, "exec"), ns, binder)
+    binder = pipeline.compile_source(source, ns, filename, cache=cache)
+    pipeline.run(compile(source, filename, "exec"), ns, binder)
     seconds = time.perf_counter() - t0
     if not getattr(ns["layer"], "__ppy_region__", False):
         sys.exit(f"the cell did not compile:\n{binder.report.summary()}")
@@ -137,10 +138,10 @@ def main() -> None:
     exec(SPAWN_COUNTER, globals())  # defines `spawned`
     import torch
 
-    from ppy_magic import build
+    from ppy_magic import backend
 
     torch.set_num_threads(1)
-    cache = build.shared_cache(cache_dir)
+    cache = backend.shared_cache(cache_dir)
     load = os.getloadavg()[0]
     print(f"ppy build latency: torch {torch.__version__}, {os.cpu_count()} CPUs, load average {load:.1f} "
           f"(other work on these cores slows every build), cache {cache_dir}")
@@ -151,7 +152,7 @@ def main() -> None:
     first, report = compile_cell(first_source, "<cell-1>", cache)
     first_spawned, first_cpu = len(spawned) - mark, children_cpu() - cpu0
     pre = cache.prelude().status()
-    runtime_s = ninja_seconds(cache.build_dir(build.runtime_name()))
+    runtime_s = ninja_seconds(cache.build_dir(backend.cache.runtime_name()))
     cell_s = ninja_seconds(cache.build_dir(report.module_name))
     print(f"\n1. first cell, empty cache:        {first:7.2f} s  ({report.build_source}; {first_spawned} processes "
           f"started by Python, compilers under ninja not counted; {first_cpu:.1f} s of compiler CPU)")
@@ -168,7 +169,7 @@ def main() -> None:
         warm.append((seconds, len(spawned) - mark, children_cpu() - cpu0))
     warm_median = statistics.median(w[0] for w in warm)
     # A cache whose prelude is marked unusable builds its cells with the prelude read as plain text.
-    plain_cache = build.Cache(os.path.join(tmp, "plain-cache"))
+    plain_cache = backend.Cache(os.path.join(tmp, "plain-cache"))
     plain_cache.ensure_dirs()
     plain_cache.prelude().mark_unusable("failed", "the benchmark compares plain includes", permanent=True)
     mark, cpu0 = len(spawned), children_cpu()

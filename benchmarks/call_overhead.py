@@ -21,7 +21,9 @@ import sys
 
 import torch
 
-from ppy_magic import bench, build, compiler
+from ppy_magic.bench import measure as bench
+from ppy_magic import backend
+from ppy_magic import pipeline
 
 SOURCE = '''\
 import torch
@@ -41,8 +43,8 @@ def compile_layer():
     """The region, built the way a %%ppy cell builds it (cached under PPY_CACHE_DIR)."""
     namespace = {"__name__": "__call_overhead__"}
     linecache.cache[FILENAME] = (len(SOURCE), None, SOURCE.splitlines(True), FILENAME)
-    binder = compiler.compile_source(SOURCE, namespace, FILENAME, cache=build.shared_cache())
-    compiler.run(compile(SOURCE, FILENAME, "exec"), namespace, binder)
+    binder = pipeline.compile_source(SOURCE, namespace, FILENAME, cache=backend.shared_cache())
+    pipeline.run(compile(SOURCE, FILENAME, "exec"), namespace, binder)
     layer = namespace["layer"]
     if not getattr(layer, "__ppy_region__", False):
         sys.exit(f"call_overhead: the layer did not compile:\n{binder.report.summary()}")

@@ -7,12 +7,12 @@ dispatcher: one Python round trip per call, autograd unchanged.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .version import __version__
 
 from .artifact import PpyArtifactWarning
-from .build import toolchain_ready
+from .backend.cache import toolchain_ready
 from .errors import BuildError, CompileError, PpyError
-from .ops import supported_ops
+from .language.ops import supported_ops
 from .region import PpyFallbackWarning, explain
 
 __all__ = [
@@ -31,12 +31,12 @@ __all__ = [
 
 
 def load_ipython_extension(ipython):  # noqa: ANN001 - IPython's hook
-    from .magic import load
+    from .jupyter.magics import load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython):  # noqa: ANN001
-    from .magic import unload
+    from .jupyter.magics import unload
 
     unload(ipython)

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return build_command(args.file, args.output, strict=args.strict, force=args.force)
     if args.command == "warmup":
-        from .build import shared_cache, warmup
+        from .backend import shared_cache, warmup
 
         report = warmup(shared_cache(args.cache_dir), force=args.force)
         print("\n".join(f"ppy warmup: {line}" for line in str(report).splitlines()))
@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = False,
              quiet: bool = False) -> int:
-    from . import build, compiler
+    from . import pipeline
+    from . import backend
     from .errors import PpyError
 
     try:
@@ -79,7 +80,7 @@ def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = 
     sys.modules["__main__"] = main_module
     namespace = main_module.__dict__
     try:
-        binder = compiler.compile_source(source, namespace, path, cache=build.shared_cache(), force=force,
+        binder = pipeline.compile_source(source, namespace, path, cache=backend.shared_cache(), force=force,
                                          strict=strict)
     except PpyError as exc:
         print(f"ppy: {exc}", file=sys.stderr)
@@ -87,7 +88,7 @@ def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = 
     if not quiet and binder.report.summary():
         print(binder.report.summary(), file=sys.stderr)
     code = compile(source, path, "exec")
-    compiler.run(code, namespace, binder)
+    pipeline.run(code, namespace, binder)
     return 0
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from .codegen import RegionSpec
+from .backend import RegionSpec
 
 # c10::DeviceType values (torch/headeronly/core/DeviceType.h).
 DEVICE_TYPES = {"cpu": 0, "cuda": 1, "hip": 6, "xpu": 12, "mps": 13, "meta": 14}

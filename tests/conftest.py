@@ -39,12 +39,13 @@ def compile_cell(source: str, namespace: dict | None = None, filename: str = "<p
     """Compile and run `source` like a %%ppy cell; return (namespace, report)."""
     import linecache
 
-    from ppy_magic import build, compiler
+    from ppy_magic import backend
+    from ppy_magic import pipeline
 
     ns = {"__name__": "__ppy_test__"} if namespace is None else namespace
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    binder = compiler.compile_source(source, ns, filename, cache=build.shared_cache(), **kw)
-    compiler.run(compile(source, filename, "exec"), ns, binder)
+    binder = pipeline.compile_source(source, ns, filename, cache=backend.shared_cache(), **kw)
+    pipeline.run(compile(source, filename, "exec"), ns, binder)
     return ns, binder.report
 
 
@@ -52,11 +53,12 @@ def compile_error(src: str, namespace: dict | None = None):
     """The CompileError the front end raises for the last function of `src` (which must not compile)."""
     import ast
 
-    from ppy_magic import frontend
+    from ppy_magic.language import frontend
+    from ppy_magic.language.namespace import collect_globals
     from ppy_magic.errors import CompileError
 
     tree = ast.parse(src)
-    g = frontend.collect_globals(tree, namespace or {})
+    g = collect_globals(tree, namespace or {})
     fn = [n for n in tree.body if isinstance(n, ast.FunctionDef)][-1]
     with pytest.raises(CompileError) as info:
         frontend.compile_function(fn, g, "<src>", src.splitlines(), 3)

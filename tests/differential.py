@@ -3,7 +3,7 @@
 Shared by tests/test_opinfo.py, tests/test_fuzz.py, tests/test_models.py and the
 benchmarks. A batch of cases is written as ``%%ppy``-style sources (a chunk of
 about 150 functions each, so every C++ build stays small), compiled with the
-public path (``compiler.compile_source`` + ``compiler.run``), and every function
+public path (``pipeline.compile_source`` + ``pipeline.run``), and every function
 that became a region is called twice on identical fresh clones of its inputs:
 once as the region, once as ``f.__wrapped__``. The global generator is reseeded
 before each of the two calls, so random ops can be compared too.
@@ -80,12 +80,13 @@ class Outcome:
 
 def compile_text(source: str, filename: str, namespace: dict | None = None) -> tuple[dict, Any]:
     """Compile and run `source` as one %%ppy cell; return (namespace, report)."""
-    from ppy_magic import build, compiler
+    from ppy_magic import backend
+    from ppy_magic import pipeline
 
     ns = {"__name__": "__ppy_differential__"} if namespace is None else namespace
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    binder = compiler.compile_source(source, ns, filename, cache=build.shared_cache())
-    compiler.run(compile(source, filename, "exec"), ns, binder)
+    binder = pipeline.compile_source(source, ns, filename, cache=backend.shared_cache())
+    pipeline.run(compile(source, filename, "exec"), ns, binder)
     return ns, binder.report
 
 

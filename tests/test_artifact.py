@@ -20,7 +20,10 @@ import warnings
 import pytest
 import torch
 
-from ppy_magic import artifact, build, cli, explain
+from ppy_magic import artifact
+from ppy_magic import backend
+from ppy_magic import cli
+from ppy_magic import explain
 
 TRAIN = textwrap.dedent('''\
     # A tiny model trained with DistributedDataParallel; its forward and its loss call regions.
@@ -173,7 +176,8 @@ def load_in_process(directory: str, monkeypatch=None, forbid_imports: bool = Fal
         def refuse(name, path):
             raise AssertionError(f"{path} was imported although the artifact is not usable")
 
-        monkeypatch.setattr(build, "import_extension", refuse)
+        monkeypatch.setattr(backend, "import_extension", refuse)
+        monkeypatch.setattr(backend.cache, "import_extension", refuse)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ns = runpy.run_path(os.path.join(directory, "train.py"), run_name="train_artifact")
@@ -316,7 +320,7 @@ BREAKAGES = {
 @pytest.mark.parametrize("what", sorted(BREAKAGES))
 def test_a_broken_artifact_warns_once_and_runs_python(artifact_copy, monkeypatch, what):
     BREAKAGES[what](artifact_copy, manifest_of(artifact_copy))
-    monkeypatch.setattr(build, "_runtime", None)  # so the artifact's own runtime file is checked too
+    monkeypatch.setattr(backend.cache, "_runtime", None)  # so the artifact's own runtime file is checked too
     ns, warned = load_in_process(artifact_copy, monkeypatch, forbid_imports=True)
     assert len(warned) == 1, [str(w.message) for w in warned]
     assert "was not loaded" in str(warned[0].message)

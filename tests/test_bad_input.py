@@ -25,7 +25,7 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 import ppy_magic
-from ppy_magic import build
+from ppy_magic import backend
 
 
 def run(ip, text: str):
@@ -48,7 +48,7 @@ def stays_python_line(shown: str, name: str) -> str:
 
 
 def cache_files() -> set[str]:
-    return {name for name, _ in build.shared_cache().entries()}
+    return {name for name, _ in backend.shared_cache().entries()}
 
 
 def no_traceback(shown: str) -> None:
@@ -683,9 +683,9 @@ def test_24_nothing_was_lost_along_the_way(regions, ip):
     files = cache_files()
     for name in ("mm", "ew", "scaled", "twice"):
         module = regions[name].__ppy_info__.module_name
-        assert module + build.EXT_SUFFIX in files
+        assert module + backend.EXT_SUFFIX in files
     x, w = torch.randn(2, 3), torch.randn(3, 4)
     calls = regions["mm"].calls
     assert_same(regions["mm"](x, w), torch.relu(x @ w))
     assert regions["mm"].calls == calls + 1
-    assert os.path.isdir(build.shared_cache().root)
+    assert os.path.isdir(backend.shared_cache().root)

@@ -16,7 +16,8 @@ import torch
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
-from ppy_magic import bench, report
+from ppy_magic.bench import measure as bench
+from ppy_magic.bench import report
 
 LABELS = ["PPy ATen region", "PyTorch eager", "torch.compile"]
 COLUMNS = ["best_ms", "median_ms", "iqr_ms", "speedup_vs_eager", "first_call_s", "matches_eager"]
@@ -318,7 +319,7 @@ def test_display_bundle_has_widget_html_and_text(xwb):
 
 
 def test_widget_view_and_bar_toggle(xwb):
-    from ppy_magic import widget
+    from ppy_magic.bench import widget
 
     result, _ = run_fake(xwb)
     spread = dataclasses.replace(result[bench.COMPILE], per_call_s=(14e-6, 16e-6, 20e-6))
@@ -338,7 +339,7 @@ def test_widget_view_and_bar_toggle(xwb):
 
 
 def test_progress_is_a_widget_in_a_kernel_text_in_a_terminal_and_nothing_when_quiet(capsys):
-    from ppy_magic import widget
+    from ppy_magic.bench import widget
 
     class KernelShell:
         kernel = object()
@@ -489,7 +490,7 @@ def test_real_torch_compile_row(region_ns):
 
 
 def test_the_eager_row_runs_no_region_even_through_callees(ip):
-    from ppy_magic import bench
+    from ppy_magic.bench import measure as bench
 
     ip.run_cell('''%%ppy
 import torch, ppy

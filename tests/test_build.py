@@ -24,7 +24,9 @@ import pytest
 import torch
 
 from conftest import compile_cell
-from ppy_magic import build, codegen, compiler, prelude
+from ppy_magic import backend
+from ppy_magic import pipeline
+from ppy_magic.backend import prelude
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _RUN = f"{os.getpid() % 10_000}"  # keeps cells of this run apart from those of a kept cache
@@ -53,13 +55,13 @@ def check_region(ns: dict, name: str = "f") -> None:
     assert torch.equal(fn(x, y), fn.__wrapped__(x, y))
 
 
-def compile_with(cache: build.Cache, source: str, filename: str, **kw):
+def compile_with(cache: backend.Cache, source: str, filename: str, **kw):
     import linecache
 
     ns = {"__name__": "__ppy_test__"}
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    binder = compiler.compile_source(source, ns, filename, cache=cache, **kw)
-    compiler.run(compile(source, filename, "exec"), ns, binder)
+    binder = pipeline.compile_source(source, ns, filename, cache=cache, **kw)
+    pipeline.run(compile(source, filename, "exec"), ns, binder)
     return ns, binder.report
 
 
@@ -85,7 +87,8 @@ CHILD = textwrap.dedent("""
             setattr(os, _name, _wrap(getattr(os, _name)))
 
     import linecache
-    from ppy_magic import build, compiler
+    from ppy_magic import backend
+    from ppy_magic import pipeline
 
     source = open(sys.argv[1]).read()
     if len(sys.argv) > 2:  # wait for the go-ahead, to start at the same time as a sibling
@@ -96,15 +99,15 @@ CHILD = textwrap.dedent("""
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     ns = {"__name__": "__child__"}
     t0 = time.perf_counter()
-    binder = compiler.compile_source(source, ns, filename, cache=build.shared_cache())
+    binder = pipeline.compile_source(source, ns, filename, cache=backend.shared_cache())
     seconds = time.perf_counter() - t0
-    compiler.run(compile(source, filename, "exec"), ns, binder)
+    pipeline.run(compile(source, filename, "exec"), ns, binder)
     f = ns["f"]
     x, y = torch.randn(3, 4), torch.randn(3, 4)
     ok = bool(getattr(f, "__ppy_region__", False)) and torch.equal(f(x, y), f.__wrapped__(x, y))
     print(json.dumps({"source": binder.report.build_source, "ok": ok, "spawned": spawned, "seconds": seconds,
                       "notes": binder.report.notes, "python": binder.report.python,
-                      "ninja": build.toolchain_ready().ninja}), flush=True)
+                      "ninja": backend.toolchain_ready().ninja}), flush=True)
 """)
 
 
@@ -135,7 +138,7 @@ def test_the_prelude_holds_what_cells_include_and_the_op_headers_of_the_table():
     for header in ("ATen/core/Tensor.h", "ATen/ScalarOps.h", "ppy_abi.h", "ATen/ops/matmul_ops.h",
                    "ATen/ops/add_ops.h", "ATen/ops/linalg_vector_norm_ops.h", "ATen/ops/softmax_ops.h"):
         assert header in text
-    from ppy_magic import ops
+    from ppy_magic.language import ops
 
     table = {ov.header for spec in ops.all_specs() for ov in spec.candidates()}
     assert len(table) > 500 and table <= set(prelude.op_headers())  # every op of the table is precompiled
@@ -146,14 +149,14 @@ def test_a_cell_starts_with_the_prelude_and_its_identity_is_in_the_key(monkeypat
     includes = [ln for ln in report.cpp.splitlines() if ln.startswith("#include")]
     assert includes[0] == prelude.INCLUDE_LINE
     assert all(ln in prelude.header_text().splitlines() for ln in includes[1:])  # all precompiled
-    assert report.module_name == build.module_name("ppy_cell", report.cpp)
+    assert report.module_name == backend.module_name("ppy_cell", report.cpp)
     # Comments do not change the binary, so not the key (a new kernel names the cell's file differently).
     renamed = report.cpp.replace("one cell.", "one cell (/tmp/ipykernel_4242/1234.py).", 1)
-    assert renamed != report.cpp and build.module_name("ppy_cell", renamed) == report.module_name
-    runtime = build.runtime_name()
-    monkeypatch.setattr(build, "prelude_identity", lambda: "another prelude")
-    assert build.module_name("ppy_cell", report.cpp) != report.module_name
-    assert build.runtime_name() == runtime  # the runtime does not include the prelude
+    assert renamed != report.cpp and backend.module_name("ppy_cell", renamed) == report.module_name
+    runtime = backend.cache.runtime_name()
+    monkeypatch.setattr(backend.cache, "prelude_identity", lambda: "another prelude")
+    assert backend.module_name("ppy_cell", report.cpp) != report.module_name
+    assert backend.cache.runtime_name() == runtime  # the runtime does not include the prelude
 
 
 def test_the_cell_build_really_uses_the_precompiled_prelude(cache_dir):
@@ -162,7 +165,7 @@ def test_the_cell_build_really_uses_the_precompiled_prelude(cache_dir):
     check_region(ns)
     assert report.build_source == "build"
     assert not any("rejected" in n for n in report.notes), report.notes
-    cache = build.shared_cache()
+    cache = backend.shared_cache()
     status = cache.prelude().status()
     assert status.state == "ready", status
     bdir = cache.build_dir(report.module_name)
@@ -209,7 +212,7 @@ def test_a_pch_is_renamed_into_place_and_a_killed_build_leaves_nothing_gcc_would
 
 def test_comments_are_left_out_of_the_key_but_strings_are_not():
     code = 'int a = 1; // a comment\nconst char* s = "not // a comment"; /* block */ char c = \'"\';\n'
-    assert build.code_without_comments(code) == 'int a = 1; \nconst char* s = "not // a comment";   char c = \'"\';\n'
+    assert backend.cache.code_without_comments(code) == 'int a = 1; \nconst char* s = "not // a comment";   char c = \'"\';\n'
 
 
 # ---- cache levels and user controls --------------------------------------------------------
@@ -222,7 +225,7 @@ def test_memory_then_disk_then_force(cache_dir):
     ns, again = compile_cell(source, filename="<build-test-3>")
     assert (first.build_source, again.build_source) == ("build", "memory")
     check_region(ns)
-    fresh = build.Cache(cache_dir)  # a new kernel's memory is empty
+    fresh = backend.Cache(cache_dir)  # a new kernel's memory is empty
     ns, disk = compile_with(fresh, source, "<build-test-3>")
     assert disk.build_source == "disk"
     check_region(ns)
@@ -245,11 +248,11 @@ def test_cache_info_and_clear(tmp_path):
     other = tmp_path / "cache"
     other.mkdir(mode=0o700)
     (other / "lib").mkdir(mode=0o700)
-    shared = build.shared_cache()
+    shared = backend.shared_cache()
     built = shared.so_path(report.module_name)
     for path in (built, built + ".json"):  # the module and its checksum, as another kernel left them
         shutil.copy(path, other / "lib")
-    cache = build.Cache(str(other))
+    cache = backend.Cache(str(other))
     ns, got = compile_with(cache, source, "<build-test-5>")
     assert got.build_source == "disk"
     info = cache.info()
@@ -263,7 +266,7 @@ def test_cache_info_and_clear(tmp_path):
 
 
 def test_toolchain_ready_names_what_is_there():
-    status = build.toolchain_ready()
+    status = backend.toolchain_ready()
     assert status and str(status).startswith("toolchain ready")
 
 
@@ -315,14 +318,14 @@ def test_two_processes_building_one_cell_build_it_once_and_both_load_it(tmp_path
 def test_a_corrupt_cached_module_is_detected_and_rebuilt(cache_dir):
     source = cell(8)
     _, report = compile_cell(source, filename="<build-test-8>")
-    path = build.shared_cache().so_path(report.module_name)
+    path = backend.shared_cache().so_path(report.module_name)
     with open(path, "r+b") as fh:
         fh.truncate(os.path.getsize(path) // 2)
-    ns, again = compile_with(build.Cache(cache_dir), source, "<build-test-8>")
+    ns, again = compile_with(backend.Cache(cache_dir), source, "<build-test-8>")
     assert again.build_source == "build"
     assert any("was unusable" in n and "checksum" in n for n in again.notes), again.notes
     check_region(ns)
-    ns, third = compile_with(build.Cache(cache_dir), source, "<build-test-8>")
+    ns, third = compile_with(backend.Cache(cache_dir), source, "<build-test-8>")
     assert third.build_source == "disk"
 
 
@@ -350,9 +353,9 @@ def test_without_a_compiler_the_cell_runs_as_python_and_says_why(tmp_path, monke
     os.symlink(shutil.which("ninja"), bin_dir / "ninja")
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.delenv("CXX", raising=False)
-    status = build.toolchain_ready()
+    status = backend.toolchain_ready()
     assert not status and "C++ compiler" in str(status)
-    ns, report = compile_with(build.Cache(cache_dir), cell(10), "<build-test-10>")
+    ns, report = compile_with(backend.Cache(cache_dir), cell(10), "<build-test-10>")
     assert report.compiled == []
     (name, reason), = report.python
     assert name == "f" and "C++ compiler" in reason and "install g++" in reason
@@ -373,13 +376,13 @@ def test_the_pip_ninja_is_found_when_ninja_is_not_on_path(tmp_path):
 
 
 def test_compiler_errors_name_the_python_line_and_the_function_stays_python(monkeypatch):
-    real = codegen.generate
+    real = backend.generate
 
     def broken(functions):
         code = real(functions)
         return dataclasses.replace(code, text=code.text.replace("at::_ops::tanh::call", "at::_ops::ppy_no_such::call"))
 
-    monkeypatch.setattr(codegen, "generate", broken)
+    monkeypatch.setattr(backend, "generate", broken)
     ns, report = compile_cell(cell(12), filename="<build-test-12>")
     assert report.compiled == [] and report.python and report.python[0][0] == "f"
     assert not getattr(ns["f"], "__ppy_region__", False)
@@ -393,7 +396,7 @@ def test_located_errors_maps_cpp_lines_to_python_lines():
            "/c/build/x/main.cpp:33:20: error: 'nope' is not a member of 'at::_ops'\n"
            "/c/build/x/main.cpp:45:3: error: expected ';' before '}' token\n"
            "/c/build/x/main.cpp:4:10: fatal error: ATen/ops/nope_ops.h: No such file or directory\n")
-    got = build.located_errors(log, {30: ("f", 8), 40: ("g", 12)})
+    got = backend.located_errors(log, {30: ("f", 8), 40: ("g", 12)})
     assert got == ["line 8 (in 'f'): C++ error: 'nope' is not a member of 'at::_ops'",
                    "line 12 (in 'g'): C++ error: expected ';' before '}' token",
                    "line 4 of the generated C++: C++ fatal error: ATen/ops/nope_ops.h: No such file or directory"]
@@ -406,7 +409,7 @@ def test_located_errors_maps_cpp_lines_to_python_lines():
 def unsafe_cache(tmp_path_factory):
     shared = tmp_path_factory.mktemp("shared-cache")
     os.chmod(shared, 0o777)
-    cache = build.Cache(str(shared))
+    cache = backend.Cache(str(shared))
     yield cache
     if cache.base != cache.root:
         shutil.rmtree(cache.base, ignore_errors=True)
@@ -420,7 +423,7 @@ def test_a_world_writable_cache_dir_is_not_used_and_the_cell_still_works(unsafe_
     assert "writable by group or others" in note and "PPY_CACHE_DIR" in note and unsafe_cache.base in note
     assert unsafe_cache.base != unsafe_cache.root
     assert os.stat(unsafe_cache.base).st_mode & 0o777 == 0o700
-    assert not glob.glob(os.path.join(unsafe_cache.root, "lib", "*" + build.EXT_SUFFIX))
+    assert not glob.glob(os.path.join(unsafe_cache.root, "lib", "*" + backend.EXT_SUFFIX))
     assert "this session builds in" in unsafe_cache.info()
 
 
@@ -486,12 +489,12 @@ def test_the_magic_shows_a_live_status_then_memory_disk_or_build(ip):
 
 def test_builds_run_one_at_a_time_where_memory_is_short(monkeypatch):
     monkeypatch.delenv("PPY_BUILD_JOBS", raising=False)
-    monkeypatch.setattr(build, "_memory_available", lambda: 1536 * 2**20)  # a Binder session
-    assert build.build_jobs() == 1
-    monkeypatch.setattr(build, "_memory_available", lambda: 16 * 2**30)
-    assert build.build_jobs() == 2
-    monkeypatch.setattr(build, "_memory_available", lambda: None)
-    assert build.build_jobs() == 2
+    monkeypatch.setattr(backend.toolchain, "memory_available", lambda: 1536 * 2**20)  # a Binder session
+    assert backend.build_jobs() == 1
+    monkeypatch.setattr(backend.toolchain, "memory_available", lambda: 16 * 2**30)
+    assert backend.build_jobs() == 2
+    monkeypatch.setattr(backend.toolchain, "memory_available", lambda: None)
+    assert backend.build_jobs() == 2
     monkeypatch.setenv("PPY_BUILD_JOBS", "1")
-    assert build.build_jobs() == 1
-    assert build._memory_available() is None or build._memory_available() > 0
+    assert backend.build_jobs() == 1
+    assert backend.toolchain.memory_available() is None or backend.toolchain.memory_available() > 0

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from conftest import assert_same, compile_cell, compile_error
-from ppy_magic import codegen, explain, frontend
+from ppy_magic import backend, explain
+from ppy_magic.language import frontend, namespace
 from ppy_magic.errors import CompileError
 
 CELL = '''
@@ -106,7 +107,7 @@ def test_front_end_error_shows_the_source_line():
 
 def test_globals_from_the_source_are_frozen_and_ambiguous_ones_refused():
     tree = ast.parse("import torch\nEPS = 1e-5\nK = 1\nK = 2\nz = compute()\n")
-    g = frontend.collect_globals(tree, {})
+    g = namespace.collect_globals(tree, {})
     assert g.lookup("EPS") == (True, 1e-5)
     assert g.lookup("torch") == (True, torch)
     assert g.lookup("K")[0] is False
@@ -126,16 +127,16 @@ def test_codegen_returns_an_aten_only_translation_unit(cell):
 
 def test_float_constants_are_emitted_exactly():
     for v in (0.1, 1e-300, 2.0 ** -1074, 1.7976931348623157e308, -0.0):
-        lit = codegen.cpp_literal(v, "f")
+        lit = backend.codegen.cpp_literal(v, "f")
         assert float.fromhex(lit) == v and str(float.fromhex(lit)) == str(v)
-    assert codegen.cpp_literal(float("inf"), "f").endswith("infinity()")
+    assert backend.codegen.cpp_literal(float("inf"), "f").endswith("infinity()")
 
 
 def test_codegen_line_map_points_at_python_lines(cell):
     tree = ast.parse(CELL)
-    g = frontend.collect_globals(tree, {})
+    g = namespace.collect_globals(tree, {})
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "mm")
-    code = codegen.generate([frontend.compile_function(fn, g, "<c>", CELL.splitlines(), 3)])
+    code = backend.generate([frontend.compile_function(fn, g, "<c>", CELL.splitlines(), 3)])
     cpp_lines = code.text.splitlines()
     marks = sorted(code.line_map.items())
     assert [CELL.splitlines()[py - 1].strip() for _, (_, py) in marks] == ["h = torch.matmul(x, w)", "return h"]
@@ -408,11 +409,11 @@ def test_the_public_names():
 
 
 def test_the_runtime_refuses_a_return_spec_it_cannot_build(cell):
-    from ppy_magic import build
+    from ppy_magic import backend
 
     ns, report = cell
-    runtime = build.load_runtime(build.shared_cache())
-    module = build.shared_cache().memory[report.module_name]
+    runtime = backend.load_runtime(backend.shared_cache())
+    module = backend.shared_cache().memory[report.module_name]
     args = (ns["mm"].__wrapped__, module, 0, "TT", "R0(TT)", 1, ("x", "w"), (), {})
     with pytest.raises(ValueError, match="result type"):
         runtime.RegionFunction(*args, ())  # a named tuple return without its type

@@ -17,7 +17,8 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 import ppy_magic
-from ppy_magic import compiler, frontend
+from ppy_magic import pipeline
+from ppy_magic.language import namespace
 from ppy_magic.region import PpyFallbackWarning
 
 OPTIONS = ("strict", "verbose", "cache_dir", "show_build_status", "default_level", "warn_fallback")
@@ -92,12 +93,12 @@ def test_default_level_is_checked(ip):
 def test_the_default_level_decides_what_a_bare_decorator_means():
     tree = ast.parse("import ppy\n@ppy.opt\ndef a(x):\n    return x\n@ppy.opt()\ndef b(x):\n    return x\n"
                      "@ppy.opt(1)\ndef c(x):\n    return x\n")
-    g = frontend.collect_globals(tree, {})
-    top, _ = compiler.decorated_functions(tree, g, default_level=2)
+    g = namespace.collect_globals(tree, {})
+    top, _ = pipeline.decorated_functions(tree, g, default_level=2)
     assert [(node.name, level) for node, level in top] == [("a", 2), ("b", 2), ("c", 1)]
-    assert compiler.effective_level(None, 2, None) == 2
-    assert compiler.effective_level(1, 2, None) == 1
-    assert compiler.effective_level(1, 2, 0) == 0
+    assert pipeline.effective_level(None, 2, None) == 2
+    assert pipeline.effective_level(1, 2, None) == 1
+    assert pipeline.effective_level(1, 2, 0) == 0
 
 
 def test_profile_config_applies_when_the_extension_loads(ip):

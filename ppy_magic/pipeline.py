@@ -14,7 +14,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import build, codegen, decorator, frontend, region
+from . import decorator, region
+from . import backend
+from .language import frontend
+from .language.namespace import Globals, collect_globals, is_opt_decorator, opt_level
 from .errors import BuildError, CompileError
 
 
@@ -59,7 +62,7 @@ class CellBinder:
     """Hands each decorated function its region when its ``def`` runs."""
 
     filename: str
-    regions: dict[Key, codegen.RegionSpec]
+    regions: dict[Key, backend.RegionSpec]
     failures: dict[Key, CompileError]
     report: CellReport
     module: Any = None
@@ -117,7 +120,7 @@ def _not_top_level_reason(fn: Callable) -> str:
     return "it was not found among the cell's top-level functions"
 
 
-def _changed_globals(spec: codegen.RegionSpec, fn: Callable) -> str | None:
+def _changed_globals(spec: backend.RegionSpec, fn: Callable) -> str | None:
     g = getattr(fn, "__globals__", {})
     for name, value in spec.frozen_globals.items():
         if name not in g:
@@ -132,20 +135,20 @@ def _changed_globals(spec: codegen.RegionSpec, fn: Callable) -> str | None:
     return None
 
 
-def decorated_functions(tree: ast.Module, g: frontend.Globals, default_level: int = decorator.DEFAULT_LEVEL):
+def decorated_functions(tree: ast.Module, g: Globals, default_level: int = decorator.DEFAULT_LEVEL):
     """Top-level decorated functions (with their level) and decorated defs elsewhere."""
     top, nested = [], []
     for node in ast.walk(tree):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        level = frontend.opt_level(node, g, default_level)
+        level = opt_level(node, g, default_level)
         if level is None:
             continue
         (top if node in tree.body else nested).append((node, level))
     return top, nested
 
 
-def compile_source(source: str, namespace: dict[str, Any], filename: str, *, cache: build.Cache,
+def compile_source(source: str, namespace: dict[str, Any], filename: str, *, cache: backend.Cache,
                    force: bool = False, strict: bool = False,
                    on_build: Callable[[int], None] | None = None,
                    default_level: int = decorator.DEFAULT_LEVEL,
@@ -160,7 +163,7 @@ def compile_source(source: str, namespace: dict[str, Any], filename: str, *, cac
     """
     tree = ast.parse(source, filename)
     lines = source.splitlines()
-    g = frontend.collect_globals(tree, namespace)
+    g = collect_globals(tree, namespace)
     top, nested = decorated_functions(tree, g, default_level)
     report = CellReport()
     functions, failures = [], {}
@@ -193,7 +196,7 @@ def compile_source(source: str, namespace: dict[str, Any], filename: str, *, cac
                 raise CompileError("a region cannot call itself", _loc(calls_itself, filename),
                                    "Regions are straight-line tensor code; keep a recursive function as Python.",
                                    node.name, lines[calls_itself.lineno - 1])
-            others = [d for d in node.decorator_list if not frontend.is_opt_decorator(d, g)]
+            others = [d for d in node.decorator_list if not is_opt_decorator(d, g)]
             if others:
                 raise CompileError("a region cannot have other decorators", _loc(others[0], filename),
                                    "Apply other decorators to a wrapper, or drop @ppy.opt.", node.name,
@@ -220,19 +223,19 @@ def compile_source(source: str, namespace: dict[str, Any], filename: str, *, cac
                         level_override=level_override)
     if not functions:
         return binder
-    code = codegen.generate(functions)
+    code = backend.generate(functions)
     report.cpp = code.text
-    name = build.module_name("ppy_cell", code.text)
+    name = backend.module_name("ppy_cell", code.text)
     t0 = time.perf_counter()
     try:
         announce = (lambda: on_build(len(functions))) if on_build else None
-        if build.build_jobs() > 1:  # the runtime and the cell (with its prelude) build side by side
+        if backend.build_jobs() > 1:  # the runtime and the cell (with its prelude) build side by side
             with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-                runtime_future = pool.submit(build.load_runtime, cache)
+                runtime_future = pool.submit(backend.load_runtime, cache)
                 cell = cache.load(name, code.text, force=force, on_build=announce)
                 runtime = runtime_future.result()
         else:  # short of memory: one compiler at a time
-            runtime = build.load_runtime(cache)
+            runtime = backend.load_runtime(cache)
             cell = cache.load(name, code.text, force=force, on_build=announce)
         runtime.set_fallback_hook(region.FALLBACKS)
     except BuildError as err:
@@ -242,7 +245,7 @@ def compile_source(source: str, namespace: dict[str, Any], filename: str, *, cac
         for fn in functions:
             report.python.append((fn.name, reason))
             failures[(fn.name, fn.first_line)] = CompileError(reason)
-        located = build.located_errors(err.log, code.line_map)  # the compiler's errors, at Python lines
+        located = backend.located_errors(err.log, code.line_map)  # the compiler's errors, at Python lines
         report.notes += located or ([_first_lines(err.log)] if err.log else [])
         return binder
     finally:

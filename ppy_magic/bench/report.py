@@ -11,7 +11,7 @@ import functools
 import html
 from typing import Any
 
-from .bench import COMPILE, EAGER, REGION, BenchResult, VariantTiming
+from .measure import COMPILE, EAGER, REGION, BenchResult, VariantTiming
 
 COLUMNS = ("best_ms", "median_ms", "iqr_ms", "speedup_vs_eager", "first_call_s", "matches_eager")
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"

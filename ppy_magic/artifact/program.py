@@ -41,9 +41,11 @@ from typing import Any, Callable
 
 import torch
 
-from . import build, decorator, ir, region
-from .codegen import RegionSpec
-from .errors import PpyError
+from .. import decorator, region
+from .. import backend
+from ..language import ir
+from ..backend import RegionSpec
+from ..errors import PpyError
 
 FORMAT = "ppy_magic.artifact"
 FORMAT_VERSION = 1
@@ -106,7 +108,7 @@ def _show(value: Any) -> str:
 
 def compiler_facts() -> dict[str, Any]:
     """The compiler that built the extensions (informational: loading needs none)."""
-    name = build._compiler_name()
+    name = backend.compiler_name()
     path = shutil.which(name)
     version = None
     if path:
@@ -116,7 +118,7 @@ def compiler_facts() -> dict[str, Any]:
         except (OSError, subprocess.SubprocessError):
             pass
     return {"name": name, "path": path, "version": version,
-            "flags": list(getattr(build, "CELL_CFLAGS", build.CFLAGS))}
+            "flags": list(backend.CELL_CFLAGS)}
 
 
 def sha256_file(path: str) -> str:
@@ -259,7 +261,7 @@ class Manifest:
             raise ValueError(f"it is not a {FORMAT} manifest")
         if data.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"it has format version {data.get('format_version')!r}, and this ppy_magic "
-                             f"({build.package_version()}) reads version {FORMAT_VERSION}")
+                             f"({backend.package_version()}) reads version {FORMAT_VERSION}")
         try:
             return cls(
                 program=_plain_file(data["program"]), loader=_plain_file(data["loader"]),
@@ -284,7 +286,7 @@ def _plain_file(name: Any) -> str:
 
 def _extension_from_json(e: dict[str, Any]) -> ExtensionFile:
     file = _plain_file(e["file"])
-    if not file.endswith(build.EXT_SUFFIX) or file != e["module"] + build.EXT_SUFFIX:
+    if not file.endswith(backend.EXT_SUFFIX) or file != e["module"] + backend.EXT_SUFFIX:
         raise ValueError(f"it names an extension file that does not match its module ({file!r})")
     return ExtensionFile(str(e["module"]), file, str(e["sha256"]))
 
@@ -422,7 +424,7 @@ def write_artifact(out_dir: str, stem: str, program_source: str, origin: str,
         program, loader = stem + PROGRAM_SUFFIX, stem + ".py"
         with open(os.path.join(staging, program), "w", encoding="utf-8") as fh:
             fh.write(program_source)
-        version = build.package_version()
+        version = backend.package_version()
         with open(os.path.join(staging, loader), "w", encoding="utf-8") as fh:
             fh.write(LOADER.format(version=version, origin=origin, program=program, loader=loader, stem=stem))
         files = [_copy_extension(name, src, staging) for name, src in sorted(extensions.items())]
@@ -448,7 +450,7 @@ def write_artifact(out_dir: str, stem: str, program_source: str, origin: str,
 
 
 def _copy_extension(name: str, src: str, directory: str) -> ExtensionFile:
-    file = name + build.EXT_SUFFIX
+    file = name + backend.EXT_SUFFIX
     expected = _cache_checksum(src)
     shutil.copyfile(src, os.path.join(directory, file))
     digest = sha256_file(os.path.join(directory, file))
@@ -466,7 +468,7 @@ def _cache_checksum(path: str) -> str | None:
         return None  # a module loaded from a build directory has no sidecar
 
 
-def _extension_path(cache: build.Cache, module: types.ModuleType | str) -> str:
+def _extension_path(cache: backend.Cache, module: types.ModuleType | str) -> str:
     """Where the built file of an extension loaded in this process lies."""
     name = module if isinstance(module, str) else module.__name__
     candidates = [cache.so_path(name)]
@@ -487,13 +489,14 @@ def default_output(stem: str) -> str:
     return os.path.abspath(f"{stem}-ppy")
 
 
-def build_program(path: str, out_dir: str | None = None, *, cache: build.Cache, strict: bool = False,
+def build_program(path: str, out_dir: str | None = None, *, cache: backend.Cache, strict: bool = False,
                   force: bool = False) -> tuple[Written, str]:
     """Compile FILE's regions (like ``ppy run``, without running it) and write its artifact.
 
     Returns what was written and the build summary.
     """
-    from . import compiler, frontend
+    from .. import pipeline
+    from ..language.namespace import collect_globals
 
     try:
         with open(path, encoding="utf-8") as fh:
@@ -505,7 +508,7 @@ def build_program(path: str, out_dir: str | None = None, *, cache: build.Cache, 
     check_stem(stem, "the file name")
     out_dir = check_output(out_dir or default_output(stem))
     namespace = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}
-    binder = compiler.compile_source(source, namespace, path, cache=cache, force=force, strict=strict)
+    binder = pipeline.compile_source(source, namespace, path, cache=cache, force=force, strict=strict)
     report = binder.report
     if binder.module is None or not binder.regions:
         why = "; ".join(f"'{n}': {r}" for n, r in report.python) or "it has no @ppy.opt function"
@@ -515,7 +518,7 @@ def build_program(path: str, out_dir: str | None = None, *, cache: build.Cache, 
     last_lines = {(node.name, _first_line(node)): node.end_lineno for node in tree.body
                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     devices = region.built_device_types()
-    top, _nested = compiler.decorated_functions(tree, frontend.collect_globals(tree, namespace))
+    top, _nested = pipeline.decorated_functions(tree, collect_globals(tree, namespace))
     levels = {(node.name, _first_line(node)): level for node, level in top}
     records = [region_record(spec, binder.module.__name__, lines, spec.first_line,
                              last_lines.get(key) or spec.first_line, devices,
@@ -536,7 +539,7 @@ def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
 def build_command(file: str, output: str | None, *, strict: bool = False, force: bool = False) -> int:
     """``ppy build FILE [-o DIR]``: messages on stderr, an exit status."""
     try:
-        written, summary = build_program(file, output, cache=build.shared_cache(), strict=strict, force=force)
+        written, summary = build_program(file, output, cache=backend.shared_cache(), strict=strict, force=force)
     except PpyError as exc:
         print(f"ppy build: {exc}", file=sys.stderr)
         return 1
@@ -575,7 +578,7 @@ def regions_in(namespace: dict[str, Any], names: list[str]) -> list[Any]:
 
 
 def export_regions(name: str, functions: list[Any], out_dir: str | None = None, *,
-                   cache: build.Cache) -> Written:
+                   cache: backend.Cache) -> Written:
     """Write the artifact of regions bound in this process, importable as `name`.
 
     Its program holds each function's source as it was compiled, and the
@@ -696,7 +699,7 @@ def _binding(gname: str, value: Any, function: str) -> str:
 
 
 def _runtime_of(region_type: type) -> types.ModuleType:
-    candidates = [build._runtime, *_imported_runtimes()]
+    candidates = [backend.loaded_runtime(), *_imported_runtimes()]
     for mod in candidates:
         if mod is not None and getattr(mod, "RegionFunction", None) is region_type:
             return mod
@@ -746,7 +749,7 @@ def _import_checked(directory: str, ext: ExtensionFile) -> types.ModuleType:
         if key in _imported:
             return _imported[key]
         try:
-            module = build.import_extension(ext.module, path)
+            module = backend.import_extension(ext.module, path)
         except (ImportError, OSError) as exc:
             raise _NotLoaded(f"{ext.file} could not be loaded ({exc})") from None
         _imported[key] = module
@@ -755,9 +758,9 @@ def _import_checked(directory: str, ext: ExtensionFile) -> types.ModuleType:
 
 def _load_runtime(directory: str, ext: ExtensionFile) -> types.ModuleType:
     # One RegionFunction type per toolchain: reuse the one this process already built or loaded.
-    with build._runtime_lock:
-        if build._runtime is not None and build._runtime.__name__ == ext.module:
-            return build._runtime
+    built = backend.loaded_runtime()
+    if built is not None and built.__name__ == ext.module:
+        return built
     module = _import_checked(directory, ext)
     with _imported_lock:
         if module not in _runtimes:

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from . import adapters, ir, ops
-from .errors import CompileError
+from ..errors import CompileError
 from .namespace import Globals, collect_globals
 from .values import (
     Static, Unsupported, CellFunction, TensorMethod, atoms_of, constant, kinds_of, is_literal,

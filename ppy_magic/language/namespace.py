@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-from .decorator import MAX_LEVEL
+from ..decorator import MAX_LEVEL
 
 @dataclass
 class Globals:
@@ -42,7 +42,7 @@ class Globals:
 
 
 def is_opt_decorator(node: ast.expr, g: Globals) -> bool:
-    from . import decorator
+    from .. import decorator
 
     target = node.func if isinstance(node, ast.Call) else node
     return static_value(target, g) is decorator.opt

@@ -14,7 +14,6 @@ cold machine that happens while the runtime builds on the other core.
 
 from __future__ import annotations
 
-import bisect
 import concurrent.futures
 import contextlib
 import fcntl
@@ -23,11 +22,8 @@ import hashlib
 import importlib.util
 import json
 import os
-import re
 import shutil
 import stat
-import sys
-import sysconfig
 import tempfile
 import threading
 import time
@@ -35,23 +31,14 @@ import types
 from dataclasses import dataclass, field
 from typing import Callable
 
-import torch
 
+from ..errors import BuildError
 from . import prelude
-from .errors import BuildError
-
-RUNTIME_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
-CFLAGS = ("-O2", "-DAT_PER_OPERATOR_HEADERS", "-Wno-unused-variable", "-Wno-unused-function")
-# A cell that includes the prelude is compiled with these, and its PCH with exactly the same.
-CELL_CFLAGS = CFLAGS + prelude.PCH_CHECK_FLAGS
-EXT_SUFFIX = ".so"
-
-
-def package_version() -> str:
-    from . import __version__
-
-    return __version__
-
+from .diagnostics import first_error
+from .toolchain import (
+    CELL_CFLAGS, CFLAGS, EXT_SUFFIX, RUNTIME_DIR, build_jobs, compiler_name, ninja_on_path,
+    prelude_identity, read_text, toolchain_key, toolchain_ready,
+)
 
 # ---- where the cache lives ---------------------------------------------------
 
@@ -92,140 +79,6 @@ def _prepare(root: str) -> str | None:
         if problem:
             return problem
     return None
-
-
-# ---- toolchain ------------------------------------------------------------------
-
-
-def _find_ninja() -> str | None:
-    found = shutil.which("ninja")
-    if found:
-        return found
-    try:
-        import ninja  # the pip wheel; its binary may not be on a kernel's PATH
-
-        candidate = os.path.join(ninja.BIN_DIR, "ninja")
-        if os.access(candidate, os.X_OK):
-            return candidate
-    except ImportError:
-        pass
-    return None
-
-
-def _compiler_name() -> str:
-    return os.environ.get("CXX", "c++")
-
-
-@dataclass(frozen=True)
-class ToolchainStatus:
-    compiler: str | None
-    ninja: str | None
-    python_headers: str | None
-
-    @property
-    def missing(self) -> list[str]:
-        out = []
-        if not self.compiler:
-            out.append(f"a C++ compiler ('{_compiler_name()}' is not on PATH; install g++ or set CXX)")
-        if not self.ninja:
-            out.append("ninja (pip install ninja)")
-        if not self.python_headers:
-            out.append("the Python development headers (Python.h; e.g. apt-get install python3-dev)")
-        return out
-
-    def __bool__(self) -> bool:
-        return not self.missing
-
-    def __str__(self) -> str:
-        if not self.missing:
-            return f"toolchain ready: {self.compiler}, {self.ninja}, {self.python_headers}"
-        return "missing: " + "; ".join(self.missing)
-
-
-def toolchain_ready() -> ToolchainStatus:
-    """Whether a C++ compiler, ninja and the Python headers are usable; ``str()`` names what is missing."""
-    inc = sysconfig.get_paths().get("include")
-    headers = inc if inc and os.path.exists(os.path.join(inc, "Python.h")) else None
-    return ToolchainStatus(shutil.which(_compiler_name()), _find_ninja(), headers)
-
-
-# A compiler building the runtime or the prelude peaks near 0.9 GB: two at once only where memory
-# allows it (Binder gives a session 1-2 GB). PPY_BUILD_JOBS=1|2 overrides.
-_PARALLEL_BUILD_BYTES = 3 * 2**30
-
-
-def _memory_available() -> int | None:
-    """Bytes this process may still use: MemAvailable, capped by a cgroup memory limit."""
-    found = []
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    found.append(int(line.split()[1]) * 1024)
-    except OSError:
-        pass
-    for limit_path, usage_path in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
-        try:
-            with open(limit_path, encoding="ascii") as fh:
-                limit = fh.read().strip()
-            with open(usage_path, encoding="ascii") as fh:
-                usage = int(fh.read().strip())
-        except (OSError, ValueError):
-            continue
-        if limit.isdigit() and int(limit) < 2**60:
-            found.append(int(limit) - usage)
-    return min(found) if found else None
-
-
-def build_jobs() -> int:
-    """How many C++ builds (runtime, prelude) may run at once here: 2, or 1 where memory is short."""
-    env = os.environ.get("PPY_BUILD_JOBS", "").strip()
-    if env in ("1", "2"):
-        return int(env)
-    available = _memory_available()
-    return 1 if available is not None and available < _PARALLEL_BUILD_BYTES else 2
-
-
-def _ninja_on_path(ninja: str | None) -> None:
-    """torch runs plain ``ninja``: make the pip wheel's binary findable (appended, so it shadows nothing)."""
-    if ninja and not shutil.which("ninja"):
-        os.environ["PATH"] = os.environ.get("PATH", "") + os.pathsep + os.path.dirname(ninja)
-
-
-def _file_identity(path: str | None) -> str:
-    if not path:
-        return "none"
-    real = os.path.realpath(path)
-    try:
-        st = os.stat(real)
-    except OSError:
-        return real
-    return f"{real}:{st.st_size}:{int(st.st_mtime)}"
-
-
-def toolchain_key() -> str:
-    """Everything about this process and machine that affects a binary. No subprocess."""
-    parts = [
-        f"ppy_magic {package_version()}",
-        f"torch {torch.__version__} cxx11abi={int(torch._C._GLIBCXX_USE_CXX11_ABI)} cuda={torch.version.cuda}",
-        f"python {sys.version} {sys.implementation.cache_tag} {sysconfig.get_config_var('SOABI')}",
-        f"compiler {_compiler_name()} {_file_identity(shutil.which(_compiler_name()))}",
-        f"flags {' '.join(CFLAGS)}",
-        f"abi-header {_read(os.path.join(RUNTIME_DIR, 'ppy_abi.h'))}",
-    ]
-    return "\n".join(parts)
-
-
-def _read(path: str) -> str:
-    with open(path, encoding="utf-8") as fh:
-        return fh.read()
-
-
-def prelude_identity() -> str:
-    """The prelude cells of this toolchain include: part of their cache key and its directory name."""
-    return prelude.identity(toolchain_key(), CELL_CFLAGS, (RUNTIME_DIR,))
 
 
 def module_name(prefix: str, text: str) -> str:
@@ -269,43 +122,6 @@ def code_without_comments(text: str) -> str:
             out.append(text[i:j])
             i = j
     return "".join(out)
-
-
-# ---- compiler messages --------------------------------------------------------------
-
-_DIAGNOSTIC = re.compile(r"^(?P<file>\S*?main\.cpp):(?P<line>\d+):(?:\d+:)?\s*(?P<kind>fatal error|error):\s*"
-                         r"(?P<message>.*)$", re.M)
-
-
-def located_errors(log: str, line_map: dict[int, tuple[str, int]], limit: int = 5) -> list[str]:
-    """The compiler's errors in a cell's C++, each named by the Python function and line it came from.
-
-    `line_map` is codegen's ``CellCode.line_map`` (C++ line -> (function, Python
-    line)); an error maps to the nearest mark at or above it.
-    """
-    marks = sorted(line_map)
-    out: list[str] = []
-    for m in _DIAGNOSTIC.finditer(log):
-        cline = int(m["line"])
-        i = bisect.bisect_right(marks, cline) - 1
-        if i >= 0:
-            function, pyline = line_map[marks[i]]
-            where = f"line {pyline} (in '{function}')"
-        else:
-            where = f"line {cline} of the generated C++"
-        entry = f"{where}: C++ {m['kind']}: {m['message'].strip()}"
-        if entry not in out:
-            out.append(entry)
-        if len(out) >= limit:
-            break
-    return out
-
-
-def _first_error(log: str) -> str:
-    m = _DIAGNOSTIC.search(log)
-    if m:
-        return f": {m['kind']}: {m['message'].strip()}"
-    return ""
 
 
 # ---- the cache -------------------------------------------------------------------
@@ -437,7 +253,7 @@ class Cache:
         status = toolchain_ready()
         if not status:
             raise BuildError(f"cannot build C++ here: {status}. Run ppy_magic.toolchain_ready() to check again.")
-        _ninja_on_path(status.ninja)
+        ninja_on_path(status.ninja)
         includes = [RUNTIME_DIR, *include_paths]
         if prelude.INCLUDE_LINE not in text:
             return self._compile(name, text, list(CFLAGS), includes)
@@ -473,7 +289,7 @@ class Cache:
                 build_directory=bdir, verbose=False, is_python_module=True, no_implicit_headers=True)
         except Exception as exc:
             log = str(exc)
-            raise BuildError(f"C++ build of {name} failed{_first_error(log)}", log) from None
+            raise BuildError(f"C++ build of {name} failed{first_error(log)}", log) from None
         finally:
             cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(name, None)
         self._publish(name, os.path.join(bdir, name + EXT_SUFFIX))
@@ -529,7 +345,7 @@ class Cache:
                 pre.forget_verdict()
             if pre.status().state != "not built":
                 return pre
-            compiler = os.path.basename(os.path.realpath(shutil.which(_compiler_name()) or _compiler_name()))
+            compiler = os.path.basename(os.path.realpath(shutil.which(compiler_name()) or compiler_name()))
             if "clang" in compiler:  # clang reads a PCH only when told to (-include-pch), never by lookup
                 pre.mark_unusable("unsupported", f"{compiler} does not pick up a .gch by itself", permanent=True)
                 return pre
@@ -663,7 +479,7 @@ _runtime: types.ModuleType | None = None
 
 
 def runtime_source() -> str:
-    return _read(os.path.join(RUNTIME_DIR, "region_function.cpp"))
+    return read_text(os.path.join(RUNTIME_DIR, "region_function.cpp"))
 
 
 def runtime_name() -> str:
@@ -709,7 +525,7 @@ def warmup(cache: Cache, *, force: bool = False) -> WarmupReport:
     if not status:
         return WarmupReport(f"cannot build: {status}", cache.prelude().status().describe(),
                             time.perf_counter() - t0, False)
-    _ninja_on_path(status.ninja)
+    ninja_on_path(status.ninja)
     cache.ensure_dirs()
     with concurrent.futures.ThreadPoolExecutor(max_workers=build_jobs()) as pool:
         runtime = pool.submit(cache.load, runtime_name(), runtime_source(), force=force)
@@ -725,3 +541,9 @@ def warmup(cache: Cache, *, force: bool = False) -> WarmupReport:
     notes = tuple(cache.notes)
     cache.notes.clear()
     return WarmupReport(runtime_text, state.describe(), time.perf_counter() - t0, ok and state.usable, notes)
+
+
+def loaded_runtime() -> types.ModuleType | None:
+    """The runtime this process built or loaded from the cache, if any (artifacts reuse its type)."""
+    with _runtime_lock:
+        return _runtime

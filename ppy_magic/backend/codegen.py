@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from . import ir
+from ..language import ir
 
 ABI_HEADER = "ppy_abi.h"
 REGION_HEADER = "ppy_region.h"

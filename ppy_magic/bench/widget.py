@@ -13,7 +13,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from . import report
-from .bench import BenchResult
+from .measure import BenchResult
 
 
 def view(result: BenchResult) -> widgets.VBox:

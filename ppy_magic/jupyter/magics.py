@@ -23,12 +23,14 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Int, TraitError, Unicode, observe, validate
 
-from . import build, compiler, decorator, region
-from .errors import BuildError, CompileError
+from .. import decorator, region
+from .. import pipeline
+from .. import backend
+from ..errors import BuildError, CompileError
 
 # `f(x);` at the end of a cell shows nothing, as in a plain cell (IPython >= 8.8 has this).
 _silenceable = getattr(_ipy_magic, "output_can_be_silenced", lambda fn: fn)
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # ppy_magic/
 
 
 def _level(text: str) -> int:
@@ -62,7 +64,7 @@ class PpyMagics(Magics):
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
-        self._cache: build.Cache | None = None
+        self._cache: backend.Cache | None = None
         region.FALLBACKS.warn = self.warn_fallback  # a profile's config was applied before observers ran
 
     @observe("warn_fallback")
@@ -78,10 +80,10 @@ class PpyMagics(Magics):
         return value
 
     @property
-    def cache(self) -> build.Cache:
-        root = self.cache_dir or build.default_cache_dir()
+    def cache(self) -> backend.Cache:
+        root = self.cache_dir or backend.default_cache_dir()
         if self._cache is None or self._cache.root != os.path.abspath(root):
-            self._cache = build.shared_cache(root)
+            self._cache = backend.shared_cache(root)
         return self._cache
 
     # -- %%ppy ------------------------------------------------------------------
@@ -115,7 +117,7 @@ class PpyMagics(Magics):
         filename = shell.compile.cache(source, shell.execution_count, raw_code=cell)
         status = _Status(self.show_build_status)
         try:
-            binder = compiler.compile_source(source, shell.user_ns, filename, cache=self.cache,
+            binder = pipeline.compile_source(source, shell.user_ns, filename, cache=self.cache,
                                              force=args.force, strict=strict, on_build=status.start,
                                              default_level=self.default_level, level_override=args.level)
         except SyntaxError:
@@ -134,7 +136,7 @@ class PpyMagics(Magics):
         report = binder.report
         body, last = _split_last_expression(source, filename)
         try:
-            compiler.run(shell.compile(body, filename, "exec"), shell.user_ns, binder)
+            pipeline.run(shell.compile(body, filename, "exec"), shell.user_ns, binder)
             if last is None:
                 return None
             return _evaluate(shell.compile(last, filename, "eval"), shell.user_ns, binder)
@@ -182,7 +184,7 @@ class PpyMagics(Magics):
         """
         from IPython.utils.process import arg_split
 
-        from . import artifact
+        from .. import artifact
 
         args = self.ppy_export.parser.parse_intermixed_args(arg_split(line))  # UsageError on bad input
         try:
@@ -235,7 +237,7 @@ class PpyMagics(Magics):
 
         Example: ``%ppy_bench layer x w b``, ``%ppy_bench -n 1000 --grad layer x w b``.
         """
-        from . import bench, report, widget
+        from ..bench import measure as bench, report, widget
 
         a = self.ppy_bench.parser.parse_args(bench.split_line(line))  # raises UsageError on a bad flag
         given = {"number": a.number, "repeat": a.repeat, "threads": a.threads}
@@ -309,7 +311,7 @@ def _split_last_expression(source: str, filename: str) -> tuple[ast.Module, ast.
     return tree, None
 
 
-def _evaluate(code: types.CodeType, namespace: dict[str, Any], binder: compiler.CellBinder) -> Any:
+def _evaluate(code: types.CodeType, namespace: dict[str, Any], binder: pipeline.CellBinder) -> Any:
     token = decorator.activate(binder)
     try:
         return eval(code, namespace)
@@ -326,7 +328,7 @@ def _mark_strict(err: CompileError) -> None:
     err._render_traceback_ = lambda: lines  # type: ignore[method-assign]
 
 
-def _show_build(cache: build.Cache, report: compiler.CellReport) -> None:
+def _show_build(cache: backend.Cache, report: pipeline.CellReport) -> None:
     """-v: the generated C++ and the commands that built it."""
     if not report.cpp:
         print("ppy: -v: no C++ was generated (no function of this cell compiles)")
@@ -344,12 +346,12 @@ def _show_build(cache: build.Cache, report: compiler.CellReport) -> None:
         print(f"ppy: -v: build commands (ninja in {cache.build_dir(report.module_name)}):")
         print(commands)
     else:
-        print(f"ppy: -v: no build commands on record for it (flags: {' '.join(build.CFLAGS)})")
+        print(f"ppy: -v: no build commands on record for it (flags: {' '.join(backend.CFLAGS)})")
 
 
 def _build_commands(build_dir: str) -> str | None:
     """The compiler and linker command lines ninja ran (or would run) for a module."""
-    ninja = build.toolchain_ready().ninja
+    ninja = backend.toolchain_ready().ninja
     if not ninja or not os.path.exists(os.path.join(build_dir, "build.ninja")):
         return None
     try:

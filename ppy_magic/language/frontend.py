@@ -20,9 +20,9 @@ import torch
 
 from . import ir, ops
 from .calls import CallCompiler
-from .errors import CompileError
+from ..errors import CompileError
 from .expressions import ExpressionCompiler
-from .namespace import Globals, is_opt_decorator, static_value, collect_globals, opt_level  # noqa: F401
+from .namespace import Globals, static_value
 from .values import (
     Unsupported, StarredRest, Unbound, UNBOUND, atoms_of, describe_node, is_literal, structure_of,
     location, RAISABLE_ERRORS, HINTS, SYMBOLS, ANNOTATIONS,

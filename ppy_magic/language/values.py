@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from . import ir
-from .errors import CompileError, Location
+from ..errors import CompileError, Location
 
 ANNOTATIONS = {"Tensor": ir.TENSOR, "float": ir.FLOAT, "int": ir.INT, "bool": ir.BOOL, "str": ir.STR}
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .errors import PpyError
+from ..errors import PpyError
 
 REGION = "PPy ATen region"
 EAGER = "PyTorch eager"
@@ -447,7 +447,7 @@ def _first_line(err: BaseException) -> str:
 
 
 def _not_region_reason(func: Callable) -> str:
-    from .region import explain  # the reason a function stayed Python lives there
+    from ..region import explain  # the reason a function stayed Python lives there
 
     return explain(func).reason or "it is not a region"
 

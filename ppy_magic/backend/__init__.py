@@ -1,0 +1,62 @@
+"""The backend: IR -> C++ -> a loaded extension. The only package that writes C++.
+
+``codegen`` turns the front end's ``ir.Function``s into one translation unit
+(text + line map + one ``RegionSpec`` per region); ``cache`` names it by a
+sha256 of everything that affects the binary and returns the module from
+memory, from disk, or from a build; ``toolchain`` says what is installed;
+``diagnostics`` maps compiler errors back to Python lines; ``runtime/`` is the
+C++ ``RegionFunction`` type, built once per toolchain. The names below are the
+interface the rest of the package (the pipeline, artifacts, the magics) uses.
+"""
+
+from __future__ import annotations
+
+from .cache import (
+    BuildResult,
+    Cache,
+    WarmupReport,
+    default_cache_dir,
+    import_extension,
+    load_runtime,
+    loaded_runtime,
+    module_name,
+    shared_cache,
+    warmup,
+)
+from .codegen import CellCode, RegionSpec, generate
+from .diagnostics import located_errors
+from .toolchain import (
+    CELL_CFLAGS,
+    CFLAGS,
+    EXT_SUFFIX,
+    ToolchainStatus,
+    build_jobs,
+    compiler_name,
+    package_version,
+    toolchain_ready,
+)
+
+__all__ = [
+    "CELL_CFLAGS",
+    "CFLAGS",
+    "EXT_SUFFIX",
+    "BuildResult",
+    "Cache",
+    "CellCode",
+    "RegionSpec",
+    "ToolchainStatus",
+    "WarmupReport",
+    "build_jobs",
+    "compiler_name",
+    "default_cache_dir",
+    "generate",
+    "import_extension",
+    "load_runtime",
+    "loaded_runtime",
+    "located_errors",
+    "module_name",
+    "package_version",
+    "shared_cache",
+    "toolchain_ready",
+    "warmup",
+]
