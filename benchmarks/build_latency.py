@@ -107,8 +107,15 @@ def ninja_seconds(build_dir: str) -> float:
 
 
 def new_process(source_path: str, env: dict[str, str]) -> dict:
-    done = subprocess.run([sys.executable, "-c", NEW_PROCESS, source_path], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=300, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", NEW_PROCESS, source_path],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+        check=True,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -118,8 +125,15 @@ def strace_execs(source_path: str, env: dict[str, str], tmp: str) -> int | None:
     if not strace:
         return None
     log = os.path.join(tmp, "strace.log")
-    subprocess.run([strace, "-f", "-qq", "-e", "trace=execve", "-o", log, sys.executable, "-c", NEW_PROCESS,
-                    source_path], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=True)
+    subprocess.run(
+        [strace, "-f", "-qq", "-e", "trace=execve", "-o", log, sys.executable, "-c", NEW_PROCESS, source_path],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+        check=True,
+    )
     with open(log, encoding="utf-8") as fh:
         calls = [ln for ln in fh if "execve(" in ln and "ENOENT" not in ln]
     return len(calls) - 1
@@ -143,8 +157,10 @@ def main() -> None:
     torch.set_num_threads(1)
     cache = backend.shared_cache(cache_dir)
     load = os.getloadavg()[0]
-    print(f"ppy build latency: torch {torch.__version__}, {os.cpu_count()} CPUs, load average {load:.1f} "
-          f"(other work on these cores slows every build), cache {cache_dir}")
+    print(
+        f"ppy build latency: torch {torch.__version__}, {os.cpu_count()} CPUs, load average {load:.1f} "
+        f"(other work on these cores slows every build), cache {cache_dir}"
+    )
 
     # 1. The first cell on an empty cache directory.
     first_source = CELL.format(c=0.5)
@@ -154,11 +170,15 @@ def main() -> None:
     pre = cache.prelude().status()
     runtime_s = ninja_seconds(cache.build_dir(backend.cache.runtime_name()))
     cell_s = ninja_seconds(cache.build_dir(report.module_name))
-    print(f"\n1. first cell, empty cache:        {first:7.2f} s  ({report.build_source}; {first_spawned} processes "
-          f"started by Python, compilers under ninja not counted; {first_cpu:.1f} s of compiler CPU)")
-    print(f"   runtime {runtime_s:.1f} s  in parallel with  prelude {pre.seconds:.1f} s ({pre.size / 1e6:.0f} MB) "
-          f"+ cell {cell_s:.1f} s;  first cell / (runtime + prelude + cell) = "
-          f"{first / (runtime_s + pre.seconds + cell_s):.2f}")
+    print(
+        f"\n1. first cell, empty cache:        {first:7.2f} s  ({report.build_source}; {first_spawned} processes "
+        f"started by Python, compilers under ninja not counted; {first_cpu:.1f} s of compiler CPU)"
+    )
+    print(
+        f"   runtime {runtime_s:.1f} s  in parallel with  prelude {pre.seconds:.1f} s ({pre.size / 1e6:.0f} MB) "
+        f"+ cell {cell_s:.1f} s;  first cell / (runtime + prelude + cell) = "
+        f"{first / (runtime_s + pre.seconds + cell_s):.2f}"
+    )
 
     # 2. New cells, prelude warm; then one with the PCH hidden, for the ratio.
     warm = []
@@ -176,11 +196,15 @@ def main() -> None:
     plain, rep = compile_cell(CELL.format(c=9.5), "<cell-plain>", plain_cache)
     plain_cpu = children_cpu() - cpu0
     assert rep.build_source == "build" and not os.path.exists(plain_cache.prelude().pch)
-    print(f"\n2. new cell, prelude warm:         {warm_median:7.2f} s  median of "
-          f"{', '.join(f'{w[0]:.2f}' for w in warm)}; {warm[0][1]} processes started by Python each; "
-          f"{statistics.median(w[2] for w in warm):.1f} s of compiler CPU")
-    print(f"   same with plain includes:       {plain:7.2f} s  ({plain_cpu:.1f} s of compiler CPU) -> "
-          f"precompiled / plain = {warm_median / plain:.2f}")
+    print(
+        f"\n2. new cell, prelude warm:         {warm_median:7.2f} s  median of "
+        f"{', '.join(f'{w[0]:.2f}' for w in warm)}; {warm[0][1]} processes started by Python each; "
+        f"{statistics.median(w[2] for w in warm):.1f} s of compiler CPU"
+    )
+    print(
+        f"   same with plain includes:       {plain:7.2f} s  ({plain_cpu:.1f} s of compiler CPU) -> "
+        f"precompiled / plain = {warm_median / plain:.2f}"
+    )
 
     # 3. The same cell in a new process: a disk hit.
     source_path = os.path.join(tmp, "cell.py")
@@ -193,8 +217,10 @@ def main() -> None:
     execs = strace_execs(source_path, env, tmp)
     traced = "strace not available" if execs is None else f"{execs} programs executed by its whole tree (strace)"
     each = ", ".join(f"{r['seconds']:.3f}" for r in runs)
-    print(f"\n3. same cell, new process (disk):  {disk_median:7.3f} s  median of {each}; "
-          f"{python_spawned} processes started by Python; {traced}")
+    print(
+        f"\n3. same cell, new process (disk):  {disk_median:7.3f} s  median of {each}; "
+        f"{python_spawned} processes started by Python; {traced}"
+    )
 
     # 4. An unchanged rerun in the same process: a memory hit.
     mark = len(spawned)
@@ -205,15 +231,18 @@ def main() -> None:
         reruns.append(seconds)
     rerun = statistics.median(reruns)
     rerun_spawned = len(spawned) - mark
-    print(f"\n4. unchanged rerun (memory):       {rerun * 1e3:7.2f} ms median of 5; "
-          f"{rerun_spawned} processes started")
+    print(f"\n4. unchanged rerun (memory):       {rerun * 1e3:7.2f} ms median of 5; {rerun_spawned} processes started")
 
     print("\nissue #4 targets:")
-    checks = [("first cell <= 25 s", first <= 25),
-              ("new cell with warm prelude <= 2.5 s (median of 3)", warm_median <= 2.5),
-              ("same cell in a new process <= 0.3 s, no process started",
-               disk_median <= 0.3 and python_spawned == 0 and not execs),
-              ("unchanged rerun <= 20 ms, no process started", rerun <= 0.02 and rerun_spawned == 0)]
+    checks = [
+        ("first cell <= 25 s", first <= 25),
+        ("new cell with warm prelude <= 2.5 s (median of 3)", warm_median <= 2.5),
+        (
+            "same cell in a new process <= 0.3 s, no process started",
+            disk_median <= 0.3 and python_spawned == 0 and not execs,
+        ),
+        ("unchanged rerun <= 20 ms, no process started", rerun <= 0.02 and rerun_spawned == 0),
+    ]
     for text, ok in checks:
         print(f"  [{'met' if ok else 'MISSED'}] {text}")
     if args.keep:

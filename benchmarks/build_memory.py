@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-MODEL = textwrap.dedent('''\
+MODEL = textwrap.dedent("""\
     import torch
     import torch.nn.functional as F
     import ppy
@@ -62,7 +62,7 @@ MODEL = textwrap.dedent('''\
 
     if not (getattr(block, "__ppy_region__", False) and getattr(embed, "__ppy_region__", False)):
         raise SystemExit("build_memory: the block did not compile")
-''')
+""")
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def _children_of() -> dict[int, list[int]]:
                 stat = fh.read()
         except OSError:  # the process ended while we looked
             continue
-        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])  # the name may contain spaces and parentheses
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])  # the name may contain spaces and parentheses
         children.setdefault(ppid, []).append(int(entry))
     return children
 
@@ -108,16 +108,24 @@ def tree_rss(root: int) -> int:
 
 
 # Runs the command as its own child, so that RUSAGE_CHILDREN covers this one build's processes only.
-WRAPPER = ("import resource, subprocess, sys\n"
-           "rc = subprocess.call(sys.argv[1:])\n"
-           "print('build_memory: largest KiB', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-           "sys.exit(rc)\n")
+WRAPPER = (
+    "import resource, subprocess, sys\n"
+    "rc = subprocess.call(sys.argv[1:])\n"
+    "print('build_memory: largest KiB', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "sys.exit(rc)\n"
+)
 
 
 def measure(label: str, argv: list[str], env: dict[str, str], cwd: str) -> Peak:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", WRAPPER, *argv], env=env, cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRAPPER, *argv],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     peak = 0
     done = threading.Event()
 
@@ -164,8 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'build':<20} {'process tree':>13} {'largest process':>16} {'tree / limit':>13} {'seconds':>8}")
     for p in peaks:
         verdict = "within the limit" if p.tree_mb <= args.limit_mb else "OVER the limit"
-        print(f"{p.label:<20} {p.tree_mb:>10,.0f} MB {p.largest_process_mb:>13,.0f} MB "
-              f"{p.tree_mb / args.limit_mb:>13.2f} {p.seconds:>8.1f}  {verdict}")
+        print(
+            f"{p.label:<20} {p.tree_mb:>10,.0f} MB {p.largest_process_mb:>13,.0f} MB "
+            f"{p.tree_mb / args.limit_mb:>13.2f} {p.seconds:>8.1f}  {verdict}"
+        )
     return 0
 
 

@@ -21,11 +21,10 @@ import sys
 
 import torch
 
+from ppy_magic import backend, pipeline
 from ppy_magic.bench import measure as bench
-from ppy_magic import backend
-from ppy_magic import pipeline
 
-SOURCE = '''\
+SOURCE = """\
 import torch
 import ppy
 
@@ -33,7 +32,7 @@ import ppy
 @ppy.opt(3)
 def layer(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.relu(x @ w + b)
-'''
+"""
 FILENAME = "<call_overhead>"
 REGION_OVER_EAGER_AT_MOST = 0.75
 COMPILE_OVER_REGION_AT_LEAST = 5.0
@@ -67,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     # callbacks print an ignored KeyError (torch 2.13).
     torch._dynamo.reset()
 
-    print(f"relu(x @ w + b), x 8×32, w 32×32, b 32 · 1 thread · torch {torch.__version__} · "
-          f"best of {args.repeat} rounds of {args.number:,} calls, interleaved")
+    print(
+        f"relu(x @ w + b), x 8×32, w 32×32, b 32 · 1 thread · torch {torch.__version__} · "
+        f"best of {args.repeat} rounds of {args.number:,} calls, interleaved"
+    )
     broken = False
     for v in result.variants:
         if v.ran:
@@ -86,12 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     region, eager, comp = result[bench.REGION], result[bench.EAGER], result[bench.COMPILE]
     if region.ran:
         ratio = region.best_s / eager.best_s
-        print(f"  region/eager   = {ratio:.2f}  (target ≤ {REGION_OVER_EAGER_AT_MOST}: "
-              f"{'met' if ratio <= REGION_OVER_EAGER_AT_MOST else 'MISSED'})")
+        print(
+            f"  region/eager   = {ratio:.2f}  (target ≤ {REGION_OVER_EAGER_AT_MOST}: "
+            f"{'met' if ratio <= REGION_OVER_EAGER_AT_MOST else 'MISSED'})"
+        )
     if region.ran and comp.ran:
         ratio = comp.best_s / region.best_s
-        print(f"  compile/region = {ratio:.1f}   (target ≥ {COMPILE_OVER_REGION_AT_LEAST:g}: "
-              f"{'met' if ratio >= COMPILE_OVER_REGION_AT_LEAST else 'MISSED'})")
+        print(
+            f"  compile/region = {ratio:.1f}   (target ≥ {COMPILE_OVER_REGION_AT_LEAST:g}: "
+            f"{'met' if ratio >= COMPILE_OVER_REGION_AT_LEAST else 'MISSED'})"
+        )
     return 1 if broken else 0
 
 

@@ -22,9 +22,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests"))
 
-import torch  # noqa: E402
-
 import differential as diff  # noqa: E402
+import torch  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,16 +41,24 @@ def main(argv: list[str] | None = None) -> int:
     excluded = [part for part in args.exclude.split(",") if part]
     forms = [f for f in diff.fuzz_forms() if not any(part in f.template for part in excluded)]
     support = diff.probe_fuzz(forms, stats=stats)
-    print(f"probe: {len(support.forms)} of {len(forms)} op forms compile and match; "
-          f"tuple returns {'compile' if support.tuple_returns else 'stay Python'}")
+    print(
+        f"probe: {len(support.forms)} of {len(forms)} op forms compile and match; "
+        f"tuple returns {'compile' if support.tuple_returns else 'stay Python'}"
+    )
     probe_failures = [o for o in support.outcomes if o.status in diff.FAILURES]
     t1 = time.perf_counter()
-    programs = diff.generate_programs(support.forms, args.programs, seed=args.seed,
-                                      max_statements=args.max_statements, tuple_returns=support.tuple_returns)
+    programs = diff.generate_programs(
+        support.forms,
+        args.programs,
+        seed=args.seed,
+        max_statements=args.max_statements,
+        tuple_returns=support.tuple_returns,
+    )
     t2 = time.perf_counter()
     cases = [p.case(f"prog{i}", label=f"program {i}") for i, p in enumerate(programs)]
-    outcomes = diff.run_cases(cases, prefix="ppy-fuzz", chunk=args.batch, stats=stats,
-                              progress=lambda line: print("  " + line, flush=True))
+    outcomes = diff.run_cases(
+        cases, prefix="ppy-fuzz", chunk=args.batch, stats=stats, progress=lambda line: print("  " + line, flush=True)
+    )
     t3 = time.perf_counter()
 
     counts = diff.count(outcomes)
@@ -65,8 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"crashed:            {counts[diff.CRASH]}")
     print(f"eager-nondeterministic: {counts[diff.NONDETERMINISTIC]}")
     print(f"C++ build failures: {len(stats.build_failures)}")
-    print(f"time: probe {t1 - t0:.1f} s, generate {t2 - t1:.1f} s, compile {stats.compile_seconds:.1f} s "
-          f"in {stats.builds} builds, run and compare {stats.run_seconds:.1f} s, total {t3 - t0:.1f} s")
+    print(
+        f"time: probe {t1 - t0:.1f} s, generate {t2 - t1:.1f} s, compile {stats.compile_seconds:.1f} s "
+        f"in {stats.builds} builds, run and compare {stats.run_seconds:.1f} s, total {t3 - t0:.1f} s"
+    )
     reasons = collections.Counter(o.detail.split(": ", 1)[-1] for o in outcomes if o.status == diff.PYTHON)
     for reason, n in reasons.most_common(10):
         print(f"  stays Python ({n}): {reason}")

@@ -20,9 +20,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests"))
 
-import torch  # noqa: E402
-
 import differential as diff  # noqa: E402
+import torch  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,12 +36,18 @@ def main(argv: list[str] | None = None) -> int:
 
     ops = [op for op in op_db if args.only is None or args.only in diff.opinfo_key(op)]
     t0 = time.perf_counter()
-    run = diff.run_opinfo(ops, cap=args.samples, probe_first=not args.all_samples,
-                          progress=lambda line: print("  " + line, file=sys.stderr, flush=True))
+    run = diff.run_opinfo(
+        ops,
+        cap=args.samples,
+        probe_first=not args.all_samples,
+        progress=lambda line: print("  " + line, file=sys.stderr, flush=True),
+    )
     elapsed = time.perf_counter() - t0
     print(diff.opinfo_table(run))
-    print(f"time: {elapsed:.0f} s ({run.stats.compile_seconds:.0f} s compiling in {run.stats.builds} builds, "
-          f"{run.stats.run_seconds:.0f} s running and comparing)")
+    print(
+        f"time: {elapsed:.0f} s ({run.stats.compile_seconds:.0f} s compiling in {run.stats.builds} builds, "
+        f"{run.stats.run_seconds:.0f} s running and comparing)"
+    )
     print("\nentries that count: " + ", ".join(run.counting))
     bad = [o for o in run.outcomes if o.status in diff.FAILURES]
     for o in bad[:20]:

@@ -7,13 +7,12 @@ dispatcher: one Python round trip per call, autograd unchanged.
 
 from __future__ import annotations
 
-from .version import __version__
-
 from .artifact import PpyArtifactWarning
 from .backend.cache import toolchain_ready
 from .errors import BuildError, CompileError, PpyError
 from .language.ops import supported_ops
 from .region import PpyFallbackWarning, explain
+from .version import __version__
 
 __all__ = [
     "BuildError",

@@ -1,9 +1,9 @@
 """The ``ppy`` command: run a file with its ``@ppy.opt`` functions compiled.
 
-    ppy FILE [ARGS...]        same as `ppy run FILE`
-    ppy run FILE [ARGS...]    run FILE as __main__; a file is compiled like one %%ppy cell
-    ppy build FILE [-o DIR]   write DIR: FILE with its regions built, runnable with no compiler (torchrun)
-    ppy warmup [--force]      build the runtime and the precompiled prelude now (Binder postBuild, CI)
+ppy FILE [ARGS...]        same as `ppy run FILE`
+ppy run FILE [ARGS...]    run FILE as __main__; a file is compiled like one %%ppy cell
+ppy build FILE [-o DIR]   write DIR: FILE with its regions built, runnable with no compiler (torchrun)
+ppy warmup [--force]      build the runtime and the precompiled prelude now (Binder postBuild, CI)
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ COMMANDS = ("run", "build", "warmup")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ppy", description="Run Python files with @ppy.opt functions "
-                                "compiled into ATen regions.")
+    p = argparse.ArgumentParser(
+        prog="ppy", description="Run Python files with @ppy.opt functions compiled into ATen regions."
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     run = sub.add_parser("run", help="run FILE as __main__ with its regions compiled")
     run.add_argument("file")
@@ -58,10 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = False,
-             quiet: bool = False) -> int:
-    from . import pipeline
-    from . import backend
+def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = False, quiet: bool = False) -> int:
+    from . import backend, pipeline
     from .errors import PpyError
 
     try:
@@ -71,8 +70,14 @@ def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = 
         print(f"ppy: cannot read {path}: {exc.strerror}", file=sys.stderr)
         return 2
     path = os.path.abspath(path)
-    namespace = {"__name__": "__main__", "__file__": path, "__builtins__": builtins, "__doc__": None,
-                 "__package__": None, "__spec__": None}
+    namespace = {
+        "__name__": "__main__",
+        "__file__": path,
+        "__builtins__": builtins,
+        "__doc__": None,
+        "__package__": None,
+        "__spec__": None,
+    }
     sys.argv = [path, *argv]
     sys.path.insert(0, os.path.dirname(path))
     main_module = type(sys)("__main__")
@@ -80,8 +85,9 @@ def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = 
     sys.modules["__main__"] = main_module
     namespace = main_module.__dict__
     try:
-        binder = pipeline.compile_source(source, namespace, path, cache=backend.shared_cache(), force=force,
-                                         strict=strict)
+        binder = pipeline.compile_source(
+            source, namespace, path, cache=backend.shared_cache(), force=force, strict=strict
+        )
     except PpyError as exc:
         print(f"ppy: {exc}", file=sys.stderr)
         return 1

@@ -8,7 +8,8 @@ the compiled region instead, so a region is bound as soon as its ``def`` ran.
 from __future__ import annotations
 
 import contextvars
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 MAX_LEVEL = 3
 DEFAULT_LEVEL = 3  # of a bare @ppy.opt when nothing configures another (PpyMagics.default_level)
@@ -54,11 +55,15 @@ def opt(level: Any = None) -> Any:
 def _check_level(level: Any) -> None:
     # Raised where the decorator is written, so the user's traceback points at it.
     if type(level) is not int:
-        raise TypeError(f"ppy.opt(level): level must be an int from 0 to {MAX_LEVEL}, "
-                        f"got {type(level).__name__} {level!r}; write @ppy.opt({DEFAULT_LEVEL})")
+        raise TypeError(
+            f"ppy.opt(level): level must be an int from 0 to {MAX_LEVEL}, "
+            f"got {type(level).__name__} {level!r}; write @ppy.opt({DEFAULT_LEVEL})"
+        )
     if not 0 <= level <= MAX_LEVEL:
-        raise ValueError(f"ppy.opt(level): level must be from 0 (never compile) to {MAX_LEVEL}, got {level}; "
-                         f"write @ppy.opt({min(max(level, 0), MAX_LEVEL)})")
+        raise ValueError(
+            f"ppy.opt(level): level must be from 0 (never compile) to {MAX_LEVEL}, got {level}; "
+            f"write @ppy.opt({min(max(level, 0), MAX_LEVEL)})"
+        )
 
 
 def activate(binder: Binder) -> contextvars.Token:

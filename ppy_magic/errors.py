@@ -30,8 +30,14 @@ class PpyError(Exception):
 class CompileError(PpyError):
     """A function (or the cell) is outside the compiled language; it stays Python."""
 
-    def __init__(self, message: str, loc: Location | None = None, hint: str | None = None,
-                 function: str | None = None, source_line: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        loc: Location | None = None,
+        hint: str | None = None,
+        function: str | None = None,
+        source_line: str | None = None,
+    ):
         self.message = message
         self.loc = loc
         self.hint = hint

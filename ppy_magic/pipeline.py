@@ -11,14 +11,14 @@ from __future__ import annotations
 import ast
 import concurrent.futures
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from . import decorator, region
-from . import backend
+from . import backend, decorator, region
+from .errors import BuildError, CompileError
 from .language import frontend
 from .language.namespace import Globals, collect_globals, is_opt_decorator, opt_level
-from .errors import BuildError, CompileError
 
 
 @dataclass
@@ -42,10 +42,15 @@ class CellReport:
     def summary(self) -> str:
         lines = []
         if self.compiled:
-            how = {"memory": "already built in this session", "disk": "loaded from the disk cache",
-                   "build": "built"}.get(self.build_source or "", self.build_source or "")
-            lines.append(f"ppy: {len(self.compiled)} region{'s' if len(self.compiled) != 1 else ''} "
-                         f"({', '.join(self.compiled)}) {how} in {self.build_seconds:.2f} s")
+            how = {
+                "memory": "already built in this session",
+                "disk": "loaded from the disk cache",
+                "build": "built",
+            }.get(self.build_source or "", self.build_source or "")
+            lines.append(
+                f"ppy: {len(self.compiled)} region{'s' if len(self.compiled) != 1 else ''} "
+                f"({', '.join(self.compiled)}) {how} in {self.build_seconds:.2f} s"
+            )
         for name, reason in self.python:
             lines.append(f"ppy: '{name}' stays Python: {reason}")
             if (name, reason) in self.hints:
@@ -97,8 +102,9 @@ class CellBinder:
             return fn
         stale = _changed_globals(spec, fn)
         if stale:
-            reason = (f"global '{stale}' changed between compiling and running the cell, "
-                      "so the compiled value would be wrong")
+            reason = (
+                f"global '{stale}' changed between compiling and running the cell, so the compiled value would be wrong"
+            )
             fn.__ppy_reason__ = reason  # type: ignore[attr-defined]
             self.report.stays_python(fn.__name__, reason)
             return fn
@@ -128,8 +134,11 @@ def _changed_globals(spec: backend.RegionSpec, fn: Callable) -> str | None:
         now = g[name]
         if now is value:
             continue
-        if type(now) is type(value) and type(value) in (int, float, bool) and (
-                now == value or (value != value and now != now)):
+        if (
+            type(now) is type(value)
+            and type(value) in (int, float, bool)
+            and (now == value or (value != value and now != now))
+        ):
             continue
         return name
     return None
@@ -148,11 +157,18 @@ def decorated_functions(tree: ast.Module, g: Globals, default_level: int = decor
     return top, nested
 
 
-def compile_source(source: str, namespace: dict[str, Any], filename: str, *, cache: backend.Cache,
-                   force: bool = False, strict: bool = False,
-                   on_build: Callable[[int], None] | None = None,
-                   default_level: int = decorator.DEFAULT_LEVEL,
-                   level_override: int | None = None) -> CellBinder:
+def compile_source(
+    source: str,
+    namespace: dict[str, Any],
+    filename: str,
+    *,
+    cache: backend.Cache,
+    force: bool = False,
+    strict: bool = False,
+    on_build: Callable[[int], None] | None = None,
+    default_level: int = decorator.DEFAULT_LEVEL,
+    level_override: int | None = None,
+) -> CellBinder:
     """Compile every top-level ``@ppy.opt`` function of `source`; build them as one module.
 
     A function that cannot be compiled stays Python and the report says why
@@ -175,32 +191,58 @@ def compile_source(source: str, namespace: dict[str, Any], filename: str, *, cac
             elif level < 0:
                 # Not an int literal from 0 to 3. An invalid value raises when the decorator runs;
                 # a valid one (a variable) is only known then, too late to compile.
-                raise CompileError("the level in @ppy.opt(...) must be an int literal from 0 to "
-                                   f"{decorator.MAX_LEVEL}, so it is known before the cell runs",
-                                   _loc(node, filename), f"Write @ppy.opt({decorator.DEFAULT_LEVEL}), "
-                                   "or set the level of the whole cell with %%ppy -O LEVEL.",
-                                   node.name, lines[node.lineno - 1])
+                raise CompileError(
+                    "the level in @ppy.opt(...) must be an int literal from 0 to "
+                    f"{decorator.MAX_LEVEL}, so it is known before the cell runs",
+                    _loc(node, filename),
+                    f"Write @ppy.opt({decorator.DEFAULT_LEVEL}), "
+                    "or set the level of the whole cell with %%ppy -O LEVEL.",
+                    node.name,
+                    lines[node.lineno - 1],
+                )
             if level == 0:
                 continue  # never compiled: not a failure
             if isinstance(node, ast.AsyncFunctionDef):
-                raise CompileError("an async function cannot be a region", _loc(node, filename),
-                                   "Remove `async`: a region runs synchronously; await around the call.",
-                                   node.name, lines[node.lineno - 1])
+                raise CompileError(
+                    "an async function cannot be a region",
+                    _loc(node, filename),
+                    "Remove `async`: a region runs synchronously; await around the call.",
+                    node.name,
+                    lines[node.lineno - 1],
+                )
             if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(node)):
-                raise CompileError("a generator cannot be a region", _loc(node, filename),
-                                   "A region returns its result once; keep a generator as Python.",
-                                   node.name, lines[node.lineno - 1])
-            calls_itself = next((n for n in ast.walk(node) if isinstance(n, ast.Call)
-                                 and isinstance(n.func, ast.Name) and n.func.id == node.name), None)
+                raise CompileError(
+                    "a generator cannot be a region",
+                    _loc(node, filename),
+                    "A region returns its result once; keep a generator as Python.",
+                    node.name,
+                    lines[node.lineno - 1],
+                )
+            calls_itself = next(
+                (
+                    n
+                    for n in ast.walk(node)
+                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == node.name
+                ),
+                None,
+            )
             if calls_itself is not None:
-                raise CompileError("a region cannot call itself", _loc(calls_itself, filename),
-                                   "Regions are straight-line tensor code; keep a recursive function as Python.",
-                                   node.name, lines[calls_itself.lineno - 1])
+                raise CompileError(
+                    "a region cannot call itself",
+                    _loc(calls_itself, filename),
+                    "Regions are straight-line tensor code; keep a recursive function as Python.",
+                    node.name,
+                    lines[calls_itself.lineno - 1],
+                )
             others = [d for d in node.decorator_list if not is_opt_decorator(d, g)]
             if others:
-                raise CompileError("a region cannot have other decorators", _loc(others[0], filename),
-                                   "Apply other decorators to a wrapper, or drop @ppy.opt.", node.name,
-                                   lines[others[0].lineno - 1])
+                raise CompileError(
+                    "a region cannot have other decorators",
+                    _loc(others[0], filename),
+                    "Apply other decorators to a wrapper, or drop @ppy.opt.",
+                    node.name,
+                    lines[others[0].lineno - 1],
+                )
             functions.append(frontend.compile_function(node, g, filename, lines, level))
         except CompileError as err:
             if strict:
@@ -212,15 +254,21 @@ def compile_source(source: str, namespace: dict[str, Any], filename: str, *, cac
         key = (node.name, min([node.lineno] + [d.lineno for d in node.decorator_list]))
         if level >= 0 and effective_level(level, default_level, level_override) == 0:
             continue  # never compiled: not a failure
-        err = CompileError("only top-level functions of a cell or file are compiled", _loc(node, filename),
-                           "Move the function to the top level of the cell.", node.name, lines[node.lineno - 1])
+        err = CompileError(
+            "only top-level functions of a cell or file are compiled",
+            _loc(node, filename),
+            "Move the function to the top level of the cell.",
+            node.name,
+            lines[node.lineno - 1],
+        )
         if strict:
             raise err
         failures[key] = err
         report.stays_python(node.name, err.reason, err.hint)
 
-    binder = CellBinder(filename, {}, failures, report, strict=strict, default_level=default_level,
-                        level_override=level_override)
+    binder = CellBinder(
+        filename, {}, failures, report, strict=strict, default_level=default_level, level_override=level_override
+    )
     if not functions:
         return binder
     code = backend.generate(functions)

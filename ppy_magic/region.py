@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -73,8 +74,12 @@ class FallbackLog:
             if first:
                 state[self._WARNED].add(reason)
         if first:
-            warnings.warn(f"ppy region '{region.__qualname__}' ran as Python: {reason}. "
-                          "ppy_magic.explain(f) shows its fallbacks.", PpyFallbackWarning, stacklevel=2)
+            warnings.warn(
+                f"ppy region '{region.__qualname__}' ran as Python: {reason}. "
+                "ppy_magic.explain(f) shows its fallbacks.",
+                PpyFallbackWarning,
+                stacklevel=2,
+            )
 
     def for_region(self, region: Any) -> dict[str, int]:
         with self._lock:
@@ -91,8 +96,17 @@ FALLBACKS = FallbackLog()
 def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level: int) -> Any:
     devices = built_device_types()
     region = runtime.RegionFunction(
-        fn, module, spec.index, spec.kinds, spec.ret, device_mask(devices),
-        spec.param_names, spec.defaults, dict(spec.line_notes), tuple(spec.result_types))
+        fn,
+        module,
+        spec.index,
+        spec.kinds,
+        spec.ret,
+        device_mask(devices),
+        spec.param_names,
+        spec.defaults,
+        dict(spec.line_notes),
+        tuple(spec.result_types),
+    )
     functools.update_wrapper(region, fn)
     region.__ppy_info__ = RegionInfo(spec, module.__name__, devices, level)
     return region
@@ -115,10 +129,13 @@ class Explanation:
     def __str__(self) -> str:
         lines = []
         if self.is_region:
-            lines.append(f"{self.name}: ATen region (module {self.module_name}; "
-                         f"devices {', '.join(self.device_types)})")
-            lines.append(f"  calls as region: {self.calls}; fallbacks to Python: {self.fallbacks}"
-                         + (f" (last: {self.last_fallback_reason})" if self.last_fallback_reason else ""))
+            lines.append(
+                f"{self.name}: ATen region (module {self.module_name}; devices {', '.join(self.device_types)})"
+            )
+            lines.append(
+                f"  calls as region: {self.calls}; fallbacks to Python: {self.fallbacks}"
+                + (f" (last: {self.last_fallback_reason})" if self.last_fallback_reason else "")
+            )
             for reason, n in sorted(self.fallback_reasons.items()):
                 lines.append(f"    {n} x {reason}")
             if self.frozen_globals:
@@ -149,9 +166,22 @@ def explain(f: Any) -> Explanation:
     if info is None:
         reason = getattr(f, "__ppy_reason__", None)
         if reason is None:
-            reason = ("it is not decorated with @ppy.opt" if getattr(f, "__ppy_opt__", None) is None
-                      else "it was not defined in a %%ppy cell or a file run with `ppy`")
+            reason = (
+                "it is not decorated with @ppy.opt"
+                if getattr(f, "__ppy_opt__", None) is None
+                else "it was not defined in a %%ppy cell or a file run with `ppy`"
+            )
         return Explanation(name, False, reason, None, 0, 0, None)
     return Explanation(
-        name, True, None, info.spec.cpp, f.fallbacks, f.calls, f.last_fallback_reason,
-        FALLBACKS.for_region(f), dict(info.spec.frozen_globals), info.device_types, info.module_name)
+        name,
+        True,
+        None,
+        info.spec.cpp,
+        f.fallbacks,
+        f.calls,
+        f.last_fallback_reason,
+        FALLBACKS.for_region(f),
+        dict(info.spec.frozen_globals),
+        info.device_types,
+        info.module_name,
+    )

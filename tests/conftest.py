@@ -39,8 +39,7 @@ def compile_cell(source: str, namespace: dict | None = None, filename: str = "<p
     """Compile and run `source` like a %%ppy cell; return (namespace, report)."""
     import linecache
 
-    from ppy_magic import backend
-    from ppy_magic import pipeline
+    from ppy_magic import backend, pipeline
 
     ns = {"__name__": "__ppy_test__"} if namespace is None else namespace
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -53,9 +52,9 @@ def compile_error(src: str, namespace: dict | None = None):
     """The CompileError the front end raises for the last function of `src` (which must not compile)."""
     import ast
 
+    from ppy_magic.errors import CompileError
     from ppy_magic.language import frontend
     from ppy_magic.language.namespace import collect_globals
-    from ppy_magic.errors import CompileError
 
     tree = ast.parse(src)
     g = collect_globals(tree, namespace or {})
@@ -75,8 +74,10 @@ def assert_same(region_out, eager_out):
         assert region_out.requires_grad == eager_out.requires_grad
         assert (region_out.grad_fn is None) == (eager_out.grad_fn is None)
         assert torch.equal(region_out, eager_out) or (
-            region_out.dtype.is_floating_point and torch.equal(region_out.isnan(), eager_out.isnan())
-            and torch.equal(region_out.nan_to_num(), eager_out.nan_to_num()))
+            region_out.dtype.is_floating_point
+            and torch.equal(region_out.isnan(), eager_out.isnan())
+            and torch.equal(region_out.nan_to_num(), eager_out.nan_to_num())
+        )
     elif isinstance(eager_out, (tuple, list)):
         assert type(region_out) is type(eager_out)
         assert len(region_out) == len(eager_out)

@@ -32,8 +32,9 @@ import re
 import struct
 import time
 import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -80,8 +81,7 @@ class Outcome:
 
 def compile_text(source: str, filename: str, namespace: dict | None = None) -> tuple[dict, Any]:
     """Compile and run `source` as one %%ppy cell; return (namespace, report)."""
-    from ppy_magic import backend
-    from ppy_magic import pipeline
+    from ppy_magic import backend, pipeline
 
     ns = {"__name__": "__ppy_differential__"} if namespace is None else namespace
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -133,9 +133,15 @@ def canonical(source: str) -> str:
     return re.sub(r"^def \w+\(", "def _(", source, count=1, flags=re.M)
 
 
-def run_cases(cases: Sequence[Case], *, prefix: str = "ppy-diff", chunk: int = CHUNK,
-              stats: BatchStats | None = None, pool: Pool | None = None,
-              progress: Callable[[str], None] | None = None) -> list[Outcome]:
+def run_cases(
+    cases: Sequence[Case],
+    *,
+    prefix: str = "ppy-diff",
+    chunk: int = CHUNK,
+    stats: BatchStats | None = None,
+    pool: Pool | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[Outcome]:
     """Compile `cases` in chunks and compare each region with eager. One Outcome per case, in order.
 
     Cases whose functions differ only in name are compiled once (and across calls that share
@@ -151,11 +157,10 @@ def run_cases(cases: Sequence[Case], *, prefix: str = "ppy-diff", chunk: int = C
     reps = list(todo.items())
     for start in range(0, len(reps), chunk):
         stats.chunks += 1
-        stats.functions += len(reps[start:start + chunk])
-        _compile_chunk(reps[start:start + chunk], f"{prefix}-{start // chunk}", stats, pool)
+        stats.functions += len(reps[start : start + chunk])
+        _compile_chunk(reps[start : start + chunk], f"{prefix}-{start // chunk}", stats, pool)
         if progress is not None:
-            progress(f"{prefix}: compiled {min(start + chunk, len(reps))}/{len(reps)} functions; "
-                     f"{stats.builds} builds")
+            progress(f"{prefix}: compiled {min(start + chunk, len(reps))}/{len(reps)} functions; {stats.builds} builds")
     t0 = time.perf_counter()
     outcomes = []
     for c in cases:
@@ -177,8 +182,7 @@ def _compile_chunk(part: list[tuple[str, Case]], name: str, stats: BatchStats, p
             ns, report = compile_text(source_of([c for _, c in part]), filename)
     except Exception as exc:  # noqa: BLE001 - the compiler must never raise on valid Python
         for key, _ in part:
-            pool[key] = (None, CRASH, f"compiling the batch {filename} raised {type(exc).__name__}: "
-                                      f"{_first_line(exc)}")
+            pool[key] = (None, CRASH, f"compiling the batch {filename} raised {type(exc).__name__}: {_first_line(exc)}")
         return
     finally:
         stats.compile_seconds += time.perf_counter() - t0
@@ -301,23 +305,25 @@ def _diff_errors(r: BaseException | None, e: BaseException | None) -> list[str]:
     if e is None:
         return [f"the region raised {type(r).__name__}: {_first_line(r)}; eager returned"]
     if type(r) is not type(e):
-        return [f"the region raised {type(r).__name__}: {_first_line(r)}; eager raised {type(e).__name__}: "
-                f"{_first_line(e)}"]
+        return [
+            f"the region raised {type(r).__name__}: {_first_line(r)}; eager raised {type(e).__name__}: {_first_line(e)}"
+        ]
     if str(r) != str(e):
         return [f"{type(e).__name__} messages differ: region {str(r)!r} vs eager {str(e)!r}"]
     eager_notes = getattr(e, "__notes__", [])
     region_notes = getattr(r, "__notes__", [])
-    if region_notes[:len(eager_notes)] != eager_notes:
+    if region_notes[: len(eager_notes)] != eager_notes:
         return [f"exception notes differ: region {region_notes!r} vs eager {eager_notes!r}"]
     return []
 
 
 def _diff_aliasing(r_out: Any, r_in: list, e_out: Any, e_in: list) -> list[str]:
     """Which inputs each output tensor shares memory with: a view in eager must be a view in the region."""
+
     def pattern(out: Any, inputs: list) -> list[tuple[int, ...]]:
         ptrs = [_storage_ptr(t) for t in inputs]
-        return [tuple(i for i, p in enumerate(ptrs) if p is not None and p == _storage_ptr(t))
-                for t in tensors_in(out)]
+        return [tuple(i for i, p in enumerate(ptrs) if p is not None and p == _storage_ptr(t)) for t in tensors_in(out)]
+
     a, b = pattern(r_out, r_in), pattern(e_out, e_in)
     if a != b:
         return [f"outputs share memory with inputs differently: region {a} vs eager {b}"]
@@ -337,9 +343,15 @@ def _storage_ptr(t: torch.Tensor) -> int | None:
         return None
 
 
-_INT_VIEW = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16,
-             torch.bfloat16: torch.int16, torch.complex128: torch.int64, torch.complex64: torch.int32,
-             torch.complex32: torch.int16}
+_INT_VIEW = {
+    torch.float64: torch.int64,
+    torch.float32: torch.int32,
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+    torch.complex128: torch.int64,
+    torch.complex64: torch.int32,
+    torch.complex32: torch.int16,
+}
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
@@ -414,8 +426,11 @@ def _grad_inputs(run: _Run) -> list[torch.Tensor]:
 
 
 def _loss(value: Any) -> torch.Tensor | None:
-    outs = [t for t in tensors_in(value)
-            if t.requires_grad and t.layout == torch.strided and (t.is_floating_point() or t.is_complex())]
+    outs = [
+        t
+        for t in tensors_in(value)
+        if t.requires_grad and t.layout == torch.strided and (t.is_floating_point() or t.is_complex())
+    ]
     if not outs:
         return None
     total = None
@@ -468,8 +483,10 @@ def build_failures_text(stats: BatchStats) -> str:
     for line in stats.build_failures:
         where, _, error = line.partition(": ")
         by_error.setdefault(error.split(" failed: ", 1)[-1], []).append(where.split(" ", 1)[0])
-    return "\n".join(f"{error}\n    in {len(chunks)} builds: {', '.join(chunks[:6])}"
-                     + (" ..." if len(chunks) > 6 else "") for error, chunks in by_error.items())
+    return "\n".join(
+        f"{error}\n    in {len(chunks)} builds: {', '.join(chunks[:6])}" + (" ..." if len(chunks) > 6 else "")
+        for error, chunks in by_error.items()
+    )
 
 
 def failures_text(outcomes: Iterable[Outcome], limit: int = 40) -> str:
@@ -492,9 +509,12 @@ def reproduction(o: Outcome) -> str:
 
 def _describe_value(v: Any) -> str:
     if isinstance(v, torch.Tensor):
-        return (f"tensor{tuple(v.shape)} {v.dtype}" + (" requires_grad" if v.requires_grad else "")
-                + ("" if v.layout == torch.strided else f" {v.layout}")
-                + ("" if v.layout != torch.strided or v.is_contiguous() else f" strides {v.stride()}"))
+        return (
+            f"tensor{tuple(v.shape)} {v.dtype}"
+            + (" requires_grad" if v.requires_grad else "")
+            + ("" if v.layout == torch.strided else f" {v.layout}")
+            + ("" if v.layout != torch.strided or v.is_contiguous() else f" strides {v.stride()}")
+        )
     if isinstance(v, (list, tuple)):
         inner = ", ".join(_describe_value(x) for x in v)
         return f"[{inner}]" if isinstance(v, list) else f"({inner})"
@@ -525,8 +545,13 @@ class Params:
         """`v` as a Python expression; tensors become parameters."""
         if isinstance(v, torch.Tensor):
             return self.add(v)
-        if (isinstance(v, (list, tuple)) and not isinstance(v, torch.Size) and v and not in_index
-                and all(isinstance(x, torch.Tensor) for x in v)):
+        if (
+            isinstance(v, (list, tuple))
+            and not isinstance(v, torch.Size)
+            and v
+            and not in_index
+            and all(isinstance(x, torch.Tensor) for x in v)
+        ):
             return self.add(list(v), "list")  # a TensorList argument: one list parameter
         if v is None or isinstance(v, (bool, str)):
             return repr(v)
@@ -613,7 +638,7 @@ def _method(name: str) -> Template:
 def python_path(opinfo_name: str) -> str:
     """How user code spells the function an OpInfo name refers to (``nn.functional.x`` is ``F.x``)."""
     if opinfo_name.startswith("nn.functional."):
-        return "F." + opinfo_name[len("nn.functional."):]
+        return "F." + opinfo_name[len("nn.functional.") :]
     return "torch." + opinfo_name
 
 
@@ -626,8 +651,18 @@ def _resolve(opinfo_name: str) -> Any:
     return obj
 
 
-_REFLECTED = {"__radd__": "+", "__rsub__": "-", "__rmul__": "*", "__rdiv__": "/", "__rpow__": "**",
-              "__rmatmul__": "@", "__rmod__": "%", "__rand__": "&", "__ror__": "|", "__rxor__": "^"}
+_REFLECTED = {
+    "__radd__": "+",
+    "__rsub__": "-",
+    "__rmul__": "*",
+    "__rdiv__": "/",
+    "__rpow__": "**",
+    "__rmatmul__": "@",
+    "__rmod__": "%",
+    "__rand__": "&",
+    "__ror__": "|",
+    "__rxor__": "^",
+}
 
 # Entries whose OpInfo `op` is a test wrapper (argument order, a clone, a seeded call) or not a plain call:
 # the call a user would write. Keyed by name or (name, variant_test_name).
@@ -648,11 +683,15 @@ _SPECIAL: dict[Any, dict[str, Template]] = {
     "resize_": {"method": lambda a: a.call(f"{a.input}.clone().resize_", "")},
     "resize_as_": {"function": lambda a: a.call("torch.resize_as_", f"{a.input}.clone()")},
     "zero_": {"function": lambda a: f"torch.zero_({a.input}.clone())"},
-    "polygamma": {"function": lambda a: a.call("torch.polygamma", a.arg(0) + ", " + a.input, 1),
-                  "method": lambda a: a.call(f"{a.input}.polygamma", a.arg(0), 1)},
+    "polygamma": {
+        "function": lambda a: a.call("torch.polygamma", a.arg(0) + ", " + a.input, 1),
+        "method": lambda a: a.call(f"{a.input}.polygamma", a.arg(0), 1),
+    },
     "special.polygamma": {"function": lambda a: a.call("torch.special.polygamma", a.arg(0) + ", " + a.input, 1)},
-    "where": {"function": lambda a: a.call("torch.where", f"{a.arg(0)}, {a.input}, {a.arg(1)}", 2),
-              "method": lambda a: a.call(f"{a.input}.where", f"{a.arg(0)}, {a.arg(1)}", 2)},
+    "where": {
+        "function": lambda a: a.call("torch.where", f"{a.arg(0)}, {a.input}, {a.arg(1)}", 2),
+        "method": lambda a: a.call(f"{a.input}.where", f"{a.arg(0)}, {a.arg(1)}", 2),
+    },
     "nn.functional.embedding": {"function": lambda a: a.call("F.embedding", f"{a.arg(0)}, {a.input}", 1)},
     "nn.functional.embedding_bag": {"function": lambda a: a.call("F.embedding_bag", f"{a.arg(0)}, {a.input}", 1)},
     "einsum": {"function": lambda a: a.call("torch.einsum", f"{a.arg(0)}, {a.input}", 1)},
@@ -662,8 +701,9 @@ _SPECIAL: dict[Any, dict[str, Template]] = {
     "svd_lowrank": {"function": lambda a: a.call("torch.svd_lowrank", f"{a.input} @ {a.arg(0)}.mT", 1)},
     "pca_lowrank": {"function": lambda a: a.call("torch.pca_lowrank", f"{a.input} @ {a.arg(0)}.mT", 1)},
 }
-_SPECIAL.update({name: {"operator": (lambda sym: lambda a: f"{a.arg(0)} {sym} {a.input}")(sym)}
-                 for name, sym in _REFLECTED.items()})
+_SPECIAL.update(
+    {name: {"operator": (lambda sym: lambda a: f"{a.arg(0)} {sym} {a.input}")(sym)} for name, sym in _REFLECTED.items()}
+)
 
 
 def opinfo_key(op: Any) -> str:
@@ -717,8 +757,7 @@ class EntryPlan:
 
 
 # Ops whose results are uninitialized memory: two eager calls may agree by chance, a region's may not.
-UNINITIALIZED = frozenset({"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided",
-                           "empty_permuted"})
+UNINITIALIZED = frozenset({"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted"})
 
 
 def plan_opinfo(ops: Sequence[Any], cap: int = 8) -> list[EntryPlan]:
@@ -744,8 +783,9 @@ def plan_opinfo(ops: Sequence[Any], cap: int = 8) -> list[EntryPlan]:
                 warnings.simplefilter("ignore")
                 samples = list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=grad), cap))
         except Exception as exc:  # noqa: BLE001 - a broken generator skips its entry, loudly in the table
-            plans.append(EntryPlan(key, str(dtype), 0, {}, f"sample_inputs raised {type(exc).__name__}: "
-                                                          f"{_first_line(exc)}"))
+            plans.append(
+                EntryPlan(key, str(dtype), 0, {}, f"sample_inputs raised {type(exc).__name__}: {_first_line(exc)}")
+            )
             continue
         if not samples:
             plans.append(EntryPlan(key, str(dtype), 0, {}, "no sample inputs for this dtype"))
@@ -764,8 +804,15 @@ def plan_opinfo(ops: Sequence[Any], cap: int = 8) -> list[EntryPlan]:
                     cases.append(f"sample {s}: the call template needs more arguments than the sample has")
                     continue
                 name = f"op{i}_{form[0]}{s}"
-                cases.append(Case(name, function_source(name, params, f"return {expr}"),
-                                  tuple(params.values), label=key, grad=grad))
+                cases.append(
+                    Case(
+                        name,
+                        function_source(name, params, f"return {expr}"),
+                        tuple(params.values),
+                        label=key,
+                        grad=grad,
+                    )
+                )
             plan.forms[form] = cases
         plans.append(plan)
     return plans
@@ -816,8 +863,14 @@ class OpInfoRun:
         }
 
 
-def run_opinfo(ops: Sequence[Any] | None = None, *, cap: int = 8, probe_first: bool = True,
-               chunk: int = CHUNK, progress: Callable[[str], None] | None = None) -> OpInfoRun:
+def run_opinfo(
+    ops: Sequence[Any] | None = None,
+    *,
+    cap: int = 8,
+    probe_first: bool = True,
+    chunk: int = CHUNK,
+    progress: Callable[[str], None] | None = None,
+) -> OpInfoRun:
     """Compile and compare every OpInfo entry's samples.
 
     With `probe_first`, the first sample of each (entry, form) is compiled first and the
@@ -838,20 +891,29 @@ def run_opinfo(ops: Sequence[Any] | None = None, *, cap: int = 8, probe_first: b
             if first is not None:
                 firsts.append(first)
     if probe_first:
-        done = {o.case.name: o for o in run_cases(firsts, prefix="ppy-opinfo-probe", chunk=chunk, stats=stats,
-                                                  pool=pool, progress=progress)}
+        done = {
+            o.case.name: o
+            for o in run_cases(
+                firsts, prefix="ppy-opinfo-probe", chunk=chunk, stats=stats, pool=pool, progress=progress
+            )
+        }
         rest = []
         for p in plans:
             for cases in p.forms.values():
                 real = [c for c in cases if isinstance(c, Case)]
                 if real and done[real[0].name].status not in (PYTHON, CRASH):
                     rest += real[1:]
-        done.update({o.case.name: o for o in run_cases(rest, prefix="ppy-opinfo", chunk=chunk, stats=stats,
-                                                       pool=pool, progress=progress)})
+        done.update(
+            {
+                o.case.name: o
+                for o in run_cases(rest, prefix="ppy-opinfo", chunk=chunk, stats=stats, pool=pool, progress=progress)
+            }
+        )
     else:
         every = [c for p in plans for cases in p.forms.values() for c in cases if isinstance(c, Case)]
-        done = {o.case.name: o for o in run_cases(every, prefix="ppy-opinfo", chunk=chunk, stats=stats,
-                                                  progress=progress)}
+        done = {
+            o.case.name: o for o in run_cases(every, prefix="ppy-opinfo", chunk=chunk, stats=stats, progress=progress)
+        }
     entries = []
     for p in plans:
         tried = compiled = matched = 0
@@ -873,8 +935,11 @@ def run_opinfo(ops: Sequence[Any] | None = None, *, cap: int = 8, probe_first: b
                 if o.status != MATCH:
                     reason = reason or f"{form} sample {s}: {o.status if o.status != PYTHON else ''} {o.detail}"
         functions = p.samples * len(p.forms)
-        entries.append(EntryResult(p.key, p.dtype, p.samples, functions, tried, compiled, matched, reason,
-                                   failures, tuple(p.forms)))
+        entries.append(
+            EntryResult(
+                p.key, p.dtype, p.samples, functions, tried, compiled, matched, reason, failures, tuple(p.forms)
+            )
+        )
     return OpInfoRun(entries, list(done.values()), stats)
 
 
@@ -882,8 +947,18 @@ def opinfo_table(run: OpInfoRun) -> str:
     """The coverage table: one line per entry, then the totals."""
     rows = [("entry", "dtype", "forms", "samples", "compiled", "matched", "counts", "first reason it stays Python")]
     for e in run.entries:
-        rows.append((e.key, e.dtype, "+".join(e.forms) or "-", str(e.functions), str(e.compiled), str(e.matched),
-                     "yes" if e.counts else "no", _shorten((e.first_reason or "") if not e.counts else "", 110)))
+        rows.append(
+            (
+                e.key,
+                e.dtype,
+                "+".join(e.forms) or "-",
+                str(e.functions),
+                str(e.compiled),
+                str(e.matched),
+                "yes" if e.counts else "no",
+                _shorten((e.first_reason or "") if not e.counts else "", 110),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + "  " + r[-1] for r in rows]
     lines.append("")
@@ -893,7 +968,7 @@ def opinfo_table(run: OpInfoRun) -> str:
 
 def _shorten(text: str, n: int) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= n else text[:n - 3] + "..."
+    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 # ---- random straight-line programs ------------------------------------------------------------------------------
@@ -928,9 +1003,15 @@ def fuzz_forms() -> list[Form]:
     for name in _UNARY_ANY + _UNARY_FLOAT:
         ints = name in _UNARY_ANY
         forms += [Form(f"torch.{name}({{a}})", 1, ints), Form(f"{{a}}.{name}()", 1, ints)]
-    forms += [Form("-{a}", 1), Form("F.relu({a})", 1), Form("F.silu({a})", 1, False), Form("F.gelu({a})", 1, False),
-              Form("torch.softmax({a}, dim={d})", 1, False), Form("F.softmax({a}, dim={d})", 1, False),
-              Form("F.log_softmax({a}, dim={d})", 1, False)]
+    forms += [
+        Form("-{a}", 1),
+        Form("F.relu({a})", 1),
+        Form("F.silu({a})", 1, False),
+        Form("F.gelu({a})", 1, False),
+        Form("torch.softmax({a}, dim={d})", 1, False),
+        Form("F.softmax({a}, dim={d})", 1, False),
+        Form("F.log_softmax({a}, dim={d})", 1, False),
+    ]
     for sym in ("+", "-", "*", "/"):
         for sides in ("tt", "tl", "lt"):
             forms.append(Form(f"{{a}} {sym} {{b}}", 2, True, sides))
@@ -943,10 +1024,16 @@ def fuzz_forms() -> list[Form]:
             forms.append(Form(f"{{a}}.{fn}({{b}})", 2, True, "tt"))
     forms += [Form("torch.add({a}, {b}, alpha=2)", 2, True, "tt"), Form("torch.sub({a}, {b}, alpha=0.5)", 2, False)]
     forms += [Form("{a} @ {b}", "matmul"), Form("torch.matmul({a}, {b})", "matmul"), Form("{a}.matmul({b})", "matmul")]
-    forms += [Form("{a}.sum()", "reduce"), Form("{a}.sum(dim={d})", "reduce"),
-              Form("{a}.sum(dim={d}, keepdim={k})", "reduce"), Form("torch.sum({a}, {d}, keepdim={k})", "reduce"),
-              Form("{a}.mean(dim={d}, keepdim={k})", "reduce", False), Form("torch.mean({a}, {d})", "reduce", False),
-              Form("{a}.mean()", "reduce", False), Form("{a}.amax(dim={d}, keepdim={k})", "reduce")]
+    forms += [
+        Form("{a}.sum()", "reduce"),
+        Form("{a}.sum(dim={d})", "reduce"),
+        Form("{a}.sum(dim={d}, keepdim={k})", "reduce"),
+        Form("torch.sum({a}, {d}, keepdim={k})", "reduce"),
+        Form("{a}.mean(dim={d}, keepdim={k})", "reduce", False),
+        Form("torch.mean({a}, {d})", "reduce", False),
+        Form("{a}.mean()", "reduce", False),
+        Form("{a}.amax(dim={d}, keepdim={k})", "reduce"),
+    ]
     return forms
 
 
@@ -980,8 +1067,9 @@ def probe_cases(forms: Sequence[Form]) -> list[Case]:
         else:
             expr = form.template.format(a=a, d=-1, k=True)
         name = f"probe{i}"
-        cases.append(Case(name, function_source(name, params, f"return {expr}"), tuple(params.values),
-                          label=form.label))
+        cases.append(
+            Case(name, function_source(name, params, f"return {expr}"), tuple(params.values), label=form.label)
+        )
     return cases
 
 
@@ -996,8 +1084,14 @@ def probe_fuzz(forms: Sequence[Form], stats: BatchStats | None = None, pool: Poo
     """Compile one small function per form (and one tuple return) in one build; keep what matched."""
     cases = probe_cases(forms)
     g = torch.Generator().manual_seed(1)
-    cases.append(Case("probe_tuple", "@ppy.opt(3)\ndef probe_tuple(x0, x1):\n    return x0, x1\n",
-                      (torch.randn(3, generator=g), torch.randn(2, generator=g)), label="tuple return"))
+    cases.append(
+        Case(
+            "probe_tuple",
+            "@ppy.opt(3)\ndef probe_tuple(x0, x1):\n    return x0, x1\n",
+            (torch.randn(3, generator=g), torch.randn(2, generator=g)),
+            label="tuple return",
+        )
+    )
     outcomes = run_cases(cases, prefix="ppy-fuzz-probe", stats=stats, pool=pool)
     kept = tuple(f for f, o in zip(forms, outcomes) if o.status == MATCH)
     return FuzzSupport(kept, outcomes[-1].status == MATCH, tuple(outcomes))
@@ -1050,8 +1144,11 @@ def programs_strategy(forms: Sequence[Form], max_statements: int = 6, tuple_retu
 
     @st.composite
     def program(draw):
-        dtype = draw(st.sampled_from([torch.float32, torch.float64, torch.int64] if int_forms
-                                     else [torch.float32, torch.float64]))
+        dtype = draw(
+            st.sampled_from(
+                [torch.float32, torch.float64, torch.int64] if int_forms else [torch.float32, torch.float64]
+            )
+        )
         pool_forms = float_forms if dtype.is_floating_point else int_forms
         rank = draw(st.integers(0, 3))
         shape = tuple(draw(st.integers(1, 4)) for _ in range(rank))
@@ -1072,7 +1169,7 @@ def programs_strategy(forms: Sequence[Form], max_statements: int = 6, tuple_retu
 
         def broadcastable(s: tuple[int, ...]) -> tuple[int, ...]:
             keep = draw(st.integers(0, len(s)))
-            out = [d if draw(st.integers(0, 2)) else 1 for d in s[len(s) - keep:]]
+            out = [d if draw(st.integers(0, 2)) else 1 for d in s[len(s) - keep :]]
             if draw(st.integers(0, 5)) == 0:
                 out.insert(0, draw(st.integers(1, 3)))  # the other operand broadcasts up
             return tuple(out)
@@ -1126,8 +1223,9 @@ def _applies(form: Form, a: torch.Tensor) -> bool:
     return True
 
 
-def _instantiate(form: Form, name: str, a: torch.Tensor, draw: Any, st: Any, new_param: Any,
-                 broadcastable: Any, other_dtype: Any) -> str:
+def _instantiate(
+    form: Form, name: str, a: torch.Tensor, draw: Any, st: Any, new_param: Any, broadcastable: Any, other_dtype: Any
+) -> str:
     if form.arity == 2:
         if form.sides == "tt":
             b = new_param(broadcastable(tuple(a.shape)), other_dtype(a.dtype))
@@ -1145,8 +1243,9 @@ def _instantiate(form: Form, name: str, a: torch.Tensor, draw: Any, st: Any, new
     return form.template.format(a=name, d=d, k=draw(st.booleans()))
 
 
-def generate_programs(forms: Sequence[Form], n: int, seed: int | None = None, max_statements: int = 6,
-                      tuple_returns: bool = False) -> list[Program]:
+def generate_programs(
+    forms: Sequence[Form], n: int, seed: int | None = None, max_statements: int = 6, tuple_returns: bool = False
+) -> list[Program]:
     """`n` distinct programs drawn by hypothesis: the same every run unless a seed is given.
 
     Hypothesis repeats small examples, so rounds with further seeds top the list up
@@ -1167,15 +1266,22 @@ def generate_programs(forms: Sequence[Form], n: int, seed: int | None = None, ma
     return found[:n]
 
 
-def _draw_programs(forms: Sequence[Form], n: int, seed: int | None, max_statements: int,
-                   tuple_returns: bool) -> list[Program]:
+def _draw_programs(
+    forms: Sequence[Form], n: int, seed: int | None, max_statements: int, tuple_returns: bool
+) -> list[Program]:
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
 
     drawn: list[Program] = []
 
-    @settings(max_examples=n, deadline=None, derandomize=seed is None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n,
+        deadline=None,
+        derandomize=seed is None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(programs_strategy(forms, max_statements, tuple_returns))
     def collect(p: Program) -> None:
         drawn.append(p)

@@ -20,12 +20,9 @@ import warnings
 import pytest
 import torch
 
-from ppy_magic import artifact
-from ppy_magic import backend
-from ppy_magic import cli
-from ppy_magic import explain
+from ppy_magic import artifact, backend, cli, explain
 
-TRAIN = textwrap.dedent('''\
+TRAIN = textwrap.dedent("""\
     # A tiny model trained with DistributedDataParallel; its forward and its loss call regions.
     import argparse
     import os
@@ -115,7 +112,7 @@ TRAIN = textwrap.dedent('''\
 
     if __name__ == "__main__":
         main()
-''')
+""")
 
 REGIONS = ("hidden", "head", "squared_error")
 
@@ -143,16 +140,20 @@ def no_compiler_bin(tmp_path_factory) -> str:
     bin_dir = tmp_path_factory.mktemp("bin")
     os.symlink(sys.executable, bin_dir / "python")
     torchrun = bin_dir / "torchrun"
-    torchrun.write_text(f"#!{sys.executable}\nimport sys\nfrom torch.distributed.run import main\n"
-                        "sys.exit(main())\n")
+    torchrun.write_text(f"#!{sys.executable}\nimport sys\nfrom torch.distributed.run import main\nsys.exit(main())\n")
     torchrun.chmod(0o755)
     return str(bin_dir)
 
 
 def no_compiler_env(bin_dir: str, tmp_path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(PATH=bin_dir, CXX="/nonexistent/c++", CC="/nonexistent/cc", OMP_NUM_THREADS="1",
-               PPY_CACHE_DIR=str(tmp_path / "empty-cache"))  # nothing to hit, and it must stay empty
+    env.update(
+        PATH=bin_dir,
+        CXX="/nonexistent/c++",
+        CC="/nonexistent/cc",
+        OMP_NUM_THREADS="1",
+        PPY_CACHE_DIR=str(tmp_path / "empty-cache"),
+    )  # nothing to hit, and it must stay empty
     if sys.platform.startswith("linux"):
         env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # a CI container's hostname may not resolve
     return env
@@ -173,6 +174,7 @@ def rewrite_manifest(directory: str, change) -> None:
 def load_in_process(directory: str, monkeypatch=None, forbid_imports: bool = False):
     """Import the artifact's loader as a module (its `main()` does not run); return (namespace, warnings)."""
     if forbid_imports:
+
         def refuse(name, path):
             raise AssertionError(f"{path} was imported although the artifact is not usable")
 
@@ -198,8 +200,12 @@ def assert_runs_as_python(ns: dict) -> None:
 def test_build_writes_program_loader_extensions_and_manifest(built):
     m = manifest_of(built)
     assert m["format"] == artifact.FORMAT and m["format_version"] == artifact.FORMAT_VERSION
-    assert m["torch"] == {"version": torch.__version__, "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
-                          "cuda": torch.version.cuda, "hip": getattr(torch.version, "hip", None)}
+    assert m["torch"] == {
+        "version": torch.__version__,
+        "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+        "cuda": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),
+    }
     assert m["python"]["version"].startswith(f"{sys.version_info.major}.{sys.version_info.minor}.")
     assert m["platform"]["tag"] and m["compiler"]["name"] and m["ppy_magic"]
     with open(os.path.join(built, m["program"]), encoding="utf-8") as fh:
@@ -219,7 +225,8 @@ def test_build_writes_program_loader_extensions_and_manifest(built):
     assert regions["squared_error"]["frozen_globals"]["SCALE"] == {"float": (0.5).hex()}
     assert [p["name"] for p in m["python_functions"]] == ["stays_python"]
     assert sorted(os.listdir(built)) == sorted(
-        ["train.py", "train.ppy", artifact.MANIFEST, m["runtime"]["file"], m["extensions"][0]["file"]])
+        ["train.py", "train.ppy", artifact.MANIFEST, m["runtime"]["file"], m["extensions"][0]["file"]]
+    )
 
 
 def test_the_artifact_binds_regions_that_match_eager(artifact_copy):
@@ -313,7 +320,8 @@ BREAKAGES = {
     "manifest not JSON": lambda d, m: open(os.path.join(d, artifact.MANIFEST), "w").write("{"),
     "manifest from the future": lambda d, m: rewrite_manifest(d, lambda x: x.update(format_version=99)),
     "extension outside the directory": lambda d, m: rewrite_manifest(
-        d, lambda x: x["extensions"][0].update(file="../" + x["extensions"][0]["file"])),
+        d, lambda x: x["extensions"][0].update(file="../" + x["extensions"][0]["file"])
+    ),
 }
 
 
@@ -378,9 +386,22 @@ def test_torchrun_trains_ddp_in_every_rank_with_regions_and_no_compiler(built, n
     env = no_compiler_env(no_compiler_bin, tmp_path)
     steps = 5
     proc = subprocess.run(
-        ["torchrun", "--standalone", "--nproc_per_node=2", os.path.join(built, "train.py"),
-         "--steps", str(steps), "--out", str(out)],
-        cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
+        [
+            "torchrun",
+            "--standalone",
+            "--nproc_per_node=2",
+            os.path.join(built, "train.py"),
+            "--steps",
+            str(steps),
+            "--out",
+            str(out),
+        ],
+        cwd=str(tmp_path),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PpyArtifactWarning" not in proc.stderr
     ranks = [torch.load(out / f"rank{r}.pt") for r in range(2)]
@@ -402,8 +423,7 @@ def test_torchrun_trains_ddp_in_every_rank_with_regions_and_no_compiler(built, n
 
 
 @pytest.mark.slow
-def test_python_with_a_mismatched_manifest_prints_one_warning_and_trains(
-        artifact_copy, no_compiler_bin, tmp_path):
+def test_python_with_a_mismatched_manifest_prints_one_warning_and_trains(artifact_copy, no_compiler_bin, tmp_path):
     rewrite_manifest(artifact_copy, MISMATCHES["torch version"])
     out = tmp_path / "ranks"
     out.mkdir()
@@ -430,7 +450,7 @@ def _free_port() -> int:
 # ---- %ppy_export ----------------------------------------------------------------------------------
 
 
-EXPORT_CELL = textwrap.dedent('''\
+EXPORT_CELL = textwrap.dedent("""\
     import torch
     import ppy
     from torch import sigmoid
@@ -444,9 +464,9 @@ EXPORT_CELL = textwrap.dedent('''\
     @ppy.opt
     def art_blend(a: torch.Tensor, b: torch.Tensor, t: float = 0.25) -> torch.Tensor:
         return a * (1.0 - t) + b * t
-''')
+""")
 
-IMPORT_EXPORTED = textwrap.dedent('''\
+IMPORT_EXPORTED = textwrap.dedent("""\
     import sys
     import torch
     sys.path.insert(0, sys.argv[1])
@@ -466,7 +486,7 @@ IMPORT_EXPORTED = textwrap.dedent('''\
     except RuntimeError as exc:
         print("NOTES", exc.__notes__)
     print("OK", "torch.utils.cpp_extension" in sys.modules)
-''')
+""")
 
 
 @pytest.mark.slow
@@ -482,9 +502,14 @@ def test_ppy_export_writes_a_module_that_imports_with_no_compiler(ip, no_compile
     m = manifest_of(str(out))
     assert sorted(r["name"] for r in m["regions"]) == ["art_blend", "art_gate"]
     assert {r["level"] for r in m["regions"]} == {3}
-    proc = subprocess.run(["python", "-c", IMPORT_EXPORTED, str(out)], cwd=str(tmp_path),
-                          env=no_compiler_env(no_compiler_bin, tmp_path), capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        ["python", "-c", IMPORT_EXPORTED, str(out)],
+        cwd=str(tmp_path),
+        env=no_compiler_env(no_compiler_bin, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "OK False" in proc.stdout
     gate = next(r for r in m["regions"] if r["name"] == "art_gate")
@@ -515,7 +540,7 @@ def test_regions_in_a_namespace_are_those_bound_under_their_own_name(artifact_co
         artifact.regions_in({"f": len}, [])
 
 
-NAMED = textwrap.dedent('''\
+NAMED = textwrap.dedent("""\
     import torch
     import ppy
 
@@ -527,7 +552,7 @@ NAMED = textwrap.dedent('''\
 
     if __name__ == "__main__":
         print(type(top(torch.ones(2, 3))[0]).__name__)
-''')
+""")
 
 
 def test_named_tuple_results_survive_the_artifact(tmp_path):

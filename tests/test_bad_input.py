@@ -57,7 +57,7 @@ def no_traceback(shown: str) -> None:
 
 # ---- the compile-time catalogue: one cell --------------------------------------------------
 
-CELL_COMPILE = '''%%ppy
+CELL_COMPILE = """%%ppy
 import numpy as np
 import torch
 import ppy
@@ -196,7 +196,7 @@ async def asynchronous(x):
 @ppy.opt
 def bare(x):
     return x * 3
-'''
+"""
 
 
 def cell_line(cell: str, text: str) -> int:
@@ -291,8 +291,8 @@ def test_03b_a_plain_python_helper(refused):
     shown = stays_python_line(refused["shown"], "uses_helper")
     assert f"at {cell_line(CELL_COMPILE, 'helper(x) * 2')}:" in shown and "helper" in shown, shown
     assert "Python function" in shown and "@ppy.opt" in shown, (
-        f"say that `helper` is a plain Python function, and that decorating it would let the region call it:\n"
-        f"{shown}")
+        f"say that `helper` is a plain Python function, and that decorating it would let the region call it:\n{shown}"
+    )
 
 
 def test_04a_bare_decorator_compiles_at_the_default_level(refused):
@@ -349,8 +349,9 @@ def test_01_syntax_error_in_a_cell_shows_pythons_message_and_runs_nothing(ip):
 
 
 def test_04b_a_string_level_raises_where_the_decorator_is_written(ip):
-    result, shown = run(ip, '%%ppy\nimport ppy\nbefore_bad_level = 1\n@ppy.opt("3")\ndef s(x):\n'
-                            '    return x\nafter_bad_level = 1\n')
+    result, shown = run(
+        ip, '%%ppy\nimport ppy\nbefore_bad_level = 1\n@ppy.opt("3")\ndef s(x):\n    return x\nafter_bad_level = 1\n'
+    )
     assert isinstance(result.error_in_exec, TypeError)
     assert "ppy.opt(level): level must be an int from 0 to 3, got str '3'; write @ppy.opt(3)" in shown
     assert "line 4" in shown and '@ppy.opt("3")' in shown
@@ -358,7 +359,7 @@ def test_04b_a_string_level_raises_where_the_decorator_is_written(ip):
     assert ip.user_ns["before_bad_level"] == 1 and "after_bad_level" not in ip.user_ns
 
 
-CELL_RAISES = '''%%ppy
+CELL_RAISES = """%%ppy
 import torch
 import ppy
 
@@ -377,7 +378,7 @@ def bad_level(x):
 
 
 never_assigned = 1
-'''
+"""
 
 
 def test_04c_and_09_a_cell_that_raises_keeps_what_it_bound(ip):
@@ -409,7 +410,7 @@ def test_10_an_empty_cell_is_ipythons_usage_error_and_a_blank_one_runs(ip):
 
 # ---- the runtime catalogue: one cell of regions ---------------------------------------------------
 
-CELL_RUNTIME = '''%%ppy
+CELL_RUNTIME = """%%ppy
 import torch
 import ppy
 
@@ -447,7 +448,7 @@ def twice(x):
 
 timed = %time mm(torch.ones(2, 3), torch.ones(3, 4))
 echoed = !echo ppy-shell
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -546,8 +547,9 @@ def test_14_defaults_and_scalar_kinds(regions):
     assert scaled.last_fallback_reason == "a float argument is not exactly a Python float"
 
 
-@pytest.mark.parametrize("bad", [[1.0, 2.0, 3.0], None, np.ones((2, 3), dtype=np.float32)],
-                         ids=["list", "None", "ndarray"])
+@pytest.mark.parametrize(
+    "bad", [[1.0, 2.0, 3.0], None, np.ones((2, 3), dtype=np.float32)], ids=["list", "None", "ndarray"]
+)
 def test_15_a_non_tensor_where_a_tensor_is_expected_is_eagers_error(regions, bad):
     mm = regions["mm"]
     _, fallbacks = counters(mm)
@@ -591,10 +593,14 @@ class Logged:
         return torch.mul(self, other)
 
 
-@pytest.mark.parametrize("make,reason", [
-    (lambda t: t.as_subclass(MyTensor), "a tensor argument is a subclass of torch.Tensor"),
-    (Logged, "an argument is not a torch.Tensor"),
-], ids=["subclass", "torch_function"])
+@pytest.mark.parametrize(
+    "make,reason",
+    [
+        (lambda t: t.as_subclass(MyTensor), "a tensor argument is a subclass of torch.Tensor"),
+        (Logged, "an argument is not a torch.Tensor"),
+    ],
+    ids=["subclass", "torch_function"],
+)
 def test_17_subclass_and_torch_function_fall_back_counted(regions, make, reason):
     ew = regions["ew"]
     _, fallbacks = counters(ew)

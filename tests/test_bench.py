@@ -125,6 +125,7 @@ def test_rounds_are_interleaved_and_inputs_never_copied(xwb):
                 order.append(label)
             clock.now += cost
             return layer_math(x, w, b)
+
         return fn
 
     eager = tracer("eager", 1e-6)
@@ -152,8 +153,15 @@ def test_statistics_over_rounds():
     assert bench.VariantTiming("x", skipped="why").best_s is None
 
 
-@pytest.mark.parametrize("kwargs, flag", [({"number": 0}, "--number"), ({"repeat": -1}, "--repeat"),
-                                          ({"repeat": 0}, "--repeat"), ({"threads": 0}, "--threads")])
+@pytest.mark.parametrize(
+    "kwargs, flag",
+    [
+        ({"number": 0}, "--number"),
+        ({"repeat": -1}, "--repeat"),
+        ({"repeat": 0}, "--repeat"),
+        ({"threads": 0}, "--threads"),
+    ],
+)
 def test_options_reject_empty_runs(kwargs, flag):
     with pytest.raises(bench.BenchUsageError, match=flag):
         bench.BenchOptions(**kwargs)
@@ -164,9 +172,11 @@ def test_threads_are_set_and_restored(xwb):
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
+
         def f(x):
             seen.append(torch.get_num_threads())
             return x + 1
+
         bench.measure(f, xwb[:1], bench.BenchOptions(number=3, repeat=1, warmup=0, compile=False))
         assert set(seen) == {1}
         assert torch.get_num_threads() == 2
@@ -176,8 +186,9 @@ def test_threads_are_set_and_restored(xwb):
 
 def test_a_function_that_is_not_a_region_gets_a_row_saying_why(xwb):
     clock = Clock()
-    result = bench.measure(eager_layer(clock, 3e-6), xwb, bench.BenchOptions(number=10, repeat=2, compile=False),
-                           timer=clock)
+    result = bench.measure(
+        eager_layer(clock, 3e-6), xwb, bench.BenchOptions(number=10, repeat=2, compile=False), timer=clock
+    )
     region = result[bench.REGION]
     assert not region.ran and "not an ATen region" in region.skipped and "@ppy.opt" in region.skipped
     assert result[bench.EAGER].best_s == pytest.approx(3e-6)
@@ -241,8 +252,13 @@ def test_eager_errors_stop_the_run_before_other_variants(xwb):
     clock = Clock()
     region = FakeRegion(eager_layer(clock, 1e-6), clock, 1e-6)
     with pytest.raises(bench.EagerError) as info:
-        bench.measure(region, (x, x, w[0]), bench.BenchOptions(number=1, repeat=1), timer=clock,
-                      compile_fn=lambda fn: pytest.fail("compiled after eager failed"))
+        bench.measure(
+            region,
+            (x, x, w[0]),
+            bench.BenchOptions(number=1, repeat=1),
+            timer=clock,
+            compile_fn=lambda fn: pytest.fail("compiled after eager failed"),
+        )
     assert isinstance(info.value.error, RuntimeError) and "cannot be multiplied" in str(info.value.error)
     assert region.calls == 0
     frames = []
@@ -255,7 +271,15 @@ def test_eager_errors_stop_the_run_before_other_variants(xwb):
 
 def test_split_line_keeps_expressions_whole():
     assert bench.split_line("-n 10 f x[0] torch.ones(2, 3) 'a b' (x + 1) -x") == [
-        "-n", "10", "f", "x[0]", "torch.ones(2, 3)", "'a b'", "(x + 1)", "-x"]
+        "-n",
+        "10",
+        "f",
+        "x[0]",
+        "torch.ones(2, 3)",
+        "'a b'",
+        "(x + 1)",
+        "-x",
+    ]
     assert bench.split_line("   ") == []
 
 
@@ -278,23 +302,50 @@ def test_dataframe_contract(xwb):
     assert meta == df.attrs
     assert meta["torch_version"] == torch.__version__ and meta["device"] == "cpu" and meta["threads"] == 1
     assert [(a["expression"], a["shape"], a["dtype"]) for a in meta["arguments"]] == [
-        ("x", (8, 32), "float32"), ("w", (32, 32), "float32"), ("b", (32,), "float32")]
+        ("x", (8, 32), "float32"),
+        ("w", (32, 32), "float32"),
+        ("b", (32,), "float32"),
+    ]
     assert (meta["number"], meta["repeat"], meta["region_fallbacks"]) == (1000, 3, 0)
 
 
 def test_text_table_with_fake_timer(xwb):
     result, _ = run_fake(xwb)
     lines = report.to_text(result).splitlines()
-    assert lines[0] == "layer(x: float32[8, 32], w: float32[32, 32], b: float32[32]) · cpu · 1 thread · forward · " \
-                       f"torch {torch.__version__}"
-    assert lines[1].split() == ["variant", "best", "ms/call", "median", "IQR", "vs", "eager", "first", "call",
-                                "matches", "eager"]
+    assert (
+        lines[0] == "layer(x: float32[8, 32], w: float32[32, 32], b: float32[32]) · cpu · 1 thread · forward · "
+        f"torch {torch.__version__}"
+    )
+    assert lines[1].split() == [
+        "variant",
+        "best",
+        "ms/call",
+        "median",
+        "IQR",
+        "vs",
+        "eager",
+        "first",
+        "call",
+        "matches",
+        "eager",
+    ]
     assert lines[2].split() == ["PPy", "ATen", "region", "0.0025", "0.0025", "0.0000", "1.40×", "yes,", "bitwise"]
     assert lines[3].split() == ["PyTorch", "eager", "0.0035", "0.0035", "0.0000", "1.00×", "reference"]
-    assert lines[4].split() == ["torch.compile", "0.0140", "0.0140", "0.0000", "0.25×", "1.2", "s", "yes,",
-                                "assert_close"]
-    assert lines[5] == ("The region takes 2.50 µs per call, 1.40× faster than eager (3.50 µs). torch.compile takes "
-                        "14.00 µs per call, 5.6× the region's time; its first call (compiling) took 1.2 s.")
+    assert lines[4].split() == [
+        "torch.compile",
+        "0.0140",
+        "0.0140",
+        "0.0000",
+        "0.25×",
+        "1.2",
+        "s",
+        "yes,",
+        "assert_close",
+    ]
+    assert lines[5] == (
+        "The region takes 2.50 µs per call, 1.40× faster than eager (3.50 µs). torch.compile takes "
+        "14.00 µs per call, 5.6× the region's time; its first call (compiling) took 1.2 s."
+    )
     assert lines[6].startswith("Method: 3 rounds of 1,000 calls per variant, interleaved round by round")
 
 
@@ -361,29 +412,34 @@ def test_progress_is_a_widget_in_a_kernel_text_in_a_terminal_and_nothing_when_qu
 
 @pytest.fixture
 def plain(ip):
-    ip.run_cell("import torch\n"
-                "def plain_layer(x, w, b):\n"
-                "    return torch.relu(x @ w + b)\n"
-                "bx, bw, bb = torch.randn(8, 32), torch.randn(32, 32), torch.randn(32)\n")
+    ip.run_cell(
+        "import torch\n"
+        "def plain_layer(x, w, b):\n"
+        "    return torch.relu(x @ w + b)\n"
+        "bx, bw, bb = torch.randn(8, 32), torch.randn(32, 32), torch.randn(32)\n"
+    )
     return ip
 
 
 QUICK = "-n 20 -r 2 --no-compile"
 
 
-@pytest.mark.parametrize("line, words", [
-    ("-n 0 plain_layer bx bw bb", "--number"),
-    ("-r -1 plain_layer bx bw bb", "--repeat"),
-    ("--threads 0 plain_layer bx bw bb", "--threads"),
-    ("--bogus plain_layer bx bw bb", "unrecognized arguments: --bogus"),
-    ("-n ten plain_layer bx bw bb", "invalid int value"),
-    ("", "FUNC"),
-    ("plain_layr bx bw bb", "FUNC 'plain_layr'"),
-    ("plain_layer bx bw undefined_b", "ARG 'undefined_b'"),
-    ("plain_layer bx bw (bb +)", "ARG '(bb +)'"),
-    ("bx bw", "FUNC 'bx' is a Tensor, not a function"),
-    ("--grad plain_layer bx.long() bw.long() bb.long()", "--grad: no argument"),
-])
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ("-n 0 plain_layer bx bw bb", "--number"),
+        ("-r -1 plain_layer bx bw bb", "--repeat"),
+        ("--threads 0 plain_layer bx bw bb", "--threads"),
+        ("--bogus plain_layer bx bw bb", "unrecognized arguments: --bogus"),
+        ("-n ten plain_layer bx bw bb", "invalid int value"),
+        ("", "FUNC"),
+        ("plain_layr bx bw bb", "FUNC 'plain_layr'"),
+        ("plain_layer bx bw undefined_b", "ARG 'undefined_b'"),
+        ("plain_layer bx bw (bb +)", "ARG '(bb +)'"),
+        ("bx bw", "FUNC 'bx' is a Tensor, not a function"),
+        ("--grad plain_layer bx.long() bw.long() bb.long()", "--grad: no argument"),
+    ],
+)
 def test_magic_bad_input_is_a_usage_error_naming_it(plain, line, words):
     with pytest.raises(UsageError, match=re.escape(words)):
         plain.run_line_magic("ppy_bench", line)
@@ -402,10 +458,9 @@ def test_magic_wrong_arguments_show_eagers_error_once(plain):
 
 def test_magic_options_reach_the_measurement(plain):
     # an elementwise op on 8x32: too small to use the second thread (a matmul would, slowly, on 2 busy cores)
-    plain.run_cell("threads_seen = set()\n"
-                   "def add_one(x):\n"
-                   "    threads_seen.add(torch.get_num_threads())\n"
-                   "    return x + 1\n")
+    plain.run_cell(
+        "threads_seen = set()\ndef add_one(x):\n    threads_seen.add(torch.get_num_threads())\n    return x + 1\n"
+    )
     r = plain.run_line_magic("ppy_bench", "-o -q -n 7 -r 3 --threads 2 --no-compile add_one bx")
     assert isinstance(r, report.BenchReport)
     meta = r.metadata
@@ -436,8 +491,22 @@ def test_magic_without_o_displays_the_report_and_q_silences_the_header(plain):
 
 def test_magic_help_documents_the_options(ip):
     doc = ip.find_line_magic("ppy_bench").__doc__
-    for word in ("-n NUMBER", "-r REPEAT", "--threads", "--grad", "--no-compile", "-o", "-q", "FUNC", "ARG",
-                 "PPy ATen region", "PyTorch eager", "torch.compile", "first_call_s", "matches_eager"):
+    for word in (
+        "-n NUMBER",
+        "-r REPEAT",
+        "--threads",
+        "--grad",
+        "--no-compile",
+        "-o",
+        "-q",
+        "FUNC",
+        "ARG",
+        "PPy ATen region",
+        "PyTorch eager",
+        "torch.compile",
+        "first_call_s",
+        "matches_eager",
+    ):
         assert word in doc, word
 
 
@@ -447,17 +516,19 @@ def test_magic_help_documents_the_options(ip):
 @pytest.fixture(scope="module")
 def region_ns(ip):
     with capture_output() as built:
-        ip.run_cell("%%ppy\n"
-                    "import torch, ppy\n"
-                    "@ppy.opt(3)\n"
-                    "def bench_layer(x, w, b):\n"
-                    "    return torch.relu(x @ w + b)\n"
-                    "@ppy.opt(3)\n"
-                    "def bench_scaled(x, s: float):\n"
-                    "    return torch.tanh(x * s)\n"
-                    "g = torch.Generator().manual_seed(0)\n"
-                    "rx, rw, rb = (torch.randn(8, 32, generator=g), torch.randn(32, 32, generator=g),\n"
-                    "              torch.randn(32, generator=g))\n")
+        ip.run_cell(
+            "%%ppy\n"
+            "import torch, ppy\n"
+            "@ppy.opt(3)\n"
+            "def bench_layer(x, w, b):\n"
+            "    return torch.relu(x @ w + b)\n"
+            "@ppy.opt(3)\n"
+            "def bench_scaled(x, s: float):\n"
+            "    return torch.tanh(x * s)\n"
+            "g = torch.Generator().manual_seed(0)\n"
+            "rx, rw, rb = (torch.randn(8, 32, generator=g), torch.randn(32, 32, generator=g),\n"
+            "              torch.randn(32, generator=g))\n"
+        )
     assert getattr(ip.user_ns["bench_layer"], "__ppy_region__", False), built.stdout + built.stderr
     return ip
 
@@ -492,7 +563,7 @@ def test_real_torch_compile_row(region_ns):
 def test_the_eager_row_runs_no_region_even_through_callees(ip):
     from ppy_magic.bench import measure as bench
 
-    ip.run_cell('''%%ppy
+    ip.run_cell("""%%ppy
 import torch, ppy
 
 @ppy.opt(3)
@@ -502,7 +573,7 @@ def inner_for_bench(x):
 @ppy.opt(3)
 def outer_for_bench(x):
     return inner_for_bench(x) + 1
-''')
+""")
     outer, inner = ip.user_ns["outer_for_bench"], ip.user_ns["inner_for_bench"]
     assert outer.__ppy_region__ and inner.__ppy_region__
     eager = bench.pure_python(outer)

@@ -22,10 +22,9 @@ import time
 
 import pytest
 import torch
-
 from conftest import compile_cell
-from ppy_magic import backend
-from ppy_magic import pipeline
+
+from ppy_magic import backend, pipeline
 from ppy_magic.backend import prelude
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -119,8 +118,14 @@ def child_env(**extra: str) -> dict[str, str]:
 def start_child(tmp_path, source: str, *args: str, **popen_kw) -> subprocess.Popen:
     path = tmp_path / f"cell{time.monotonic_ns()}.py"
     path.write_text(source)
-    return subprocess.Popen([sys.executable, "-c", CHILD, str(path), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT, **popen_kw)
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(path), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        **popen_kw,
+    )
 
 
 def child_result(proc: subprocess.Popen, timeout: float = 300) -> dict:
@@ -135,8 +140,15 @@ def child_result(proc: subprocess.Popen, timeout: float = 300) -> dict:
 def test_the_prelude_holds_what_cells_include_and_the_op_headers_of_the_table():
     text = prelude.header_text()
     assert text.index("<Python.h>") < text.index('"ppy_region.h"')  # Python.h first, as Python asks
-    for header in ("ATen/core/Tensor.h", "ATen/ScalarOps.h", "ppy_abi.h", "ATen/ops/matmul_ops.h",
-                   "ATen/ops/add_ops.h", "ATen/ops/linalg_vector_norm_ops.h", "ATen/ops/softmax_ops.h"):
+    for header in (
+        "ATen/core/Tensor.h",
+        "ATen/ScalarOps.h",
+        "ppy_abi.h",
+        "ATen/ops/matmul_ops.h",
+        "ATen/ops/add_ops.h",
+        "ATen/ops/linalg_vector_norm_ops.h",
+        "ATen/ops/softmax_ops.h",
+    ):
         assert header in text
     from ppy_magic.language import ops
 
@@ -179,14 +191,20 @@ def test_the_cell_build_really_uses_the_precompiled_prelude(cache_dir):
 
 
 def test_rejection_reads_gcc_messages():
-    flags = ("main.cpp:1:25: error: /c/prelude/ppy_prelude.h.gch: not used because `__OPTIMIZE__' not "
-             "defined [-Werror=invalid-pch]")
-    settings = ("main.cpp:1:25: error: /c/p/ppy_prelude.h.gch: created and used with different settings of "
-                "%<-fpie%> [-Werror=invalid-pch]")
+    flags = (
+        "main.cpp:1:25: error: /c/prelude/ppy_prelude.h.gch: not used because `__OPTIMIZE__' not "
+        "defined [-Werror=invalid-pch]"
+    )
+    settings = (
+        "main.cpp:1:25: error: /c/p/ppy_prelude.h.gch: created and used with different settings of "
+        "%<-fpie%> [-Werror=invalid-pch]"
+    )
     truncated = "main.cpp:1:25: error: while reading precompiled header: No such file or directory"
     assert prelude.rejection("c++ -Winvalid-pch -Werror=invalid-pch -c main.cpp\n" + settings)[1] is True
     assert prelude.rejection(flags) == (
-        "/c/prelude/ppy_prelude.h.gch: not used because `__OPTIMIZE__' not defined [-Werror=invalid-pch]", True)
+        "/c/prelude/ppy_prelude.h.gch: not used because `__OPTIMIZE__' not defined [-Werror=invalid-pch]",
+        True,
+    )
     assert prelude.rejection(truncated) == ("while reading precompiled header: No such file or directory", False)
     assert prelude.rejection("main.cpp:30:5: error: 'foo' was not declared in this scope") is None
 
@@ -198,8 +216,12 @@ def test_a_pch_is_renamed_into_place_and_a_killed_build_leaves_nothing_gcc_would
     leftover.write_text("half a PCH")
     assert pre.status().state == "not built"
     # A stand-in compiler that writes its output (the last argument) and fails only when asked to.
-    fake = ["sh", "-c", 'for last; do :; done; [ -n "$PPY_FAIL" ] && { echo "error: no" >&2; exit 1; }; '
-            'echo pch > "$last"', "fake-c++"]
+    fake = [
+        "sh",
+        "-c",
+        'for last; do :; done; [ -n "$PPY_FAIL" ] && { echo "error: no" >&2; exit 1; }; echo pch > "$last"',
+        "fake-c++",
+    ]
     pre.build(fake, ["-O2"])
     assert not leftover.exists() and open(pre.pch).read() == "pch\n"
     assert pre.status().state == "ready"
@@ -212,7 +234,10 @@ def test_a_pch_is_renamed_into_place_and_a_killed_build_leaves_nothing_gcc_would
 
 def test_comments_are_left_out_of_the_key_but_strings_are_not():
     code = 'int a = 1; // a comment\nconst char* s = "not // a comment"; /* block */ char c = \'"\';\n'
-    assert backend.cache.code_without_comments(code) == 'int a = 1; \nconst char* s = "not // a comment";   char c = \'"\';\n'
+    assert (
+        backend.cache.code_without_comments(code)
+        == 'int a = 1; \nconst char* s = "not // a comment";   char c = \'"\';\n'
+    )
 
 
 # ---- cache levels and user controls --------------------------------------------------------
@@ -333,8 +358,9 @@ def test_a_failed_build_can_be_retried_in_the_same_process(tmp_path, monkeypatch
     real = shutil.which("ninja")
     fake = tmp_path / "fake-bin"
     fake.mkdir()
-    (fake / "ninja").write_text(f'#!/bin/sh\n[ "$1" = --version ] && exec {real} "$@"\n'
-                                'echo "ninja: simulated failure" >&2\nexit 1\n')
+    (fake / "ninja").write_text(
+        f'#!/bin/sh\n[ "$1" = --version ] && exec {real} "$@"\necho "ninja: simulated failure" >&2\nexit 1\n'
+    )
     (fake / "ninja").chmod(0o755)
     source = cell(9)
     with monkeypatch.context() as m:
@@ -357,7 +383,7 @@ def test_without_a_compiler_the_cell_runs_as_python_and_says_why(tmp_path, monke
     assert not status and "C++ compiler" in str(status)
     ns, report = compile_with(backend.Cache(cache_dir), cell(10), "<build-test-10>")
     assert report.compiled == []
-    (name, reason), = report.python
+    ((name, reason),) = report.python
     assert name == "f" and "C++ compiler" in reason and "install g++" in reason
     x, y = torch.randn(3, 4), torch.randn(3, 4)
     assert torch.equal(ns["f"](x, y), torch.tanh(torch.relu(x * y + float(f"10.{_RUN}"))))
@@ -391,15 +417,19 @@ def test_compiler_errors_name_the_python_line_and_the_function_stays_python(monk
 
 
 def test_located_errors_maps_cpp_lines_to_python_lines():
-    log = ("FAILED: main.o\n"
-           "/c/build/x/main.cpp: In function 'void ppy_region_0_f(const ppy::Arg*, ppy::Out*)':\n"
-           "/c/build/x/main.cpp:33:20: error: 'nope' is not a member of 'at::_ops'\n"
-           "/c/build/x/main.cpp:45:3: error: expected ';' before '}' token\n"
-           "/c/build/x/main.cpp:4:10: fatal error: ATen/ops/nope_ops.h: No such file or directory\n")
+    log = (
+        "FAILED: main.o\n"
+        "/c/build/x/main.cpp: In function 'void ppy_region_0_f(const ppy::Arg*, ppy::Out*)':\n"
+        "/c/build/x/main.cpp:33:20: error: 'nope' is not a member of 'at::_ops'\n"
+        "/c/build/x/main.cpp:45:3: error: expected ';' before '}' token\n"
+        "/c/build/x/main.cpp:4:10: fatal error: ATen/ops/nope_ops.h: No such file or directory\n"
+    )
     got = backend.located_errors(log, {30: ("f", 8), 40: ("g", 12)})
-    assert got == ["line 8 (in 'f'): C++ error: 'nope' is not a member of 'at::_ops'",
-                   "line 12 (in 'g'): C++ error: expected ';' before '}' token",
-                   "line 4 of the generated C++: C++ fatal error: ATen/ops/nope_ops.h: No such file or directory"]
+    assert got == [
+        "line 8 (in 'f'): C++ error: 'nope' is not a member of 'at::_ops'",
+        "line 12 (in 'g'): C++ error: expected ';' before '}' token",
+        "line 4 of the generated C++: C++ fatal error: ATen/ops/nope_ops.h: No such file or directory",
+    ]
 
 
 # ---- a cache directory others can write: build privately; a PCH gcc rejects ----------------------

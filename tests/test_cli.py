@@ -54,7 +54,8 @@ def test_the_example_runs_the_same_everywhere():
 
 def test_ppy_file_runs_as_main_with_argv(tmp_path):
     prog = tmp_path / "prog.ppy"
-    prog.write_text(textwrap.dedent("""
+    prog.write_text(
+        textwrap.dedent("""
         import sys
         import torch
         import ppy
@@ -73,7 +74,8 @@ def test_ppy_file_runs_as_main_with_argv(tmp_path):
             print("argv", sys.argv[1:])
             print("region", double.__ppy_region__, getattr(stays, "__ppy_region__", False))
             print("value", double(torch.ones(2)).tolist())
-    """))
+    """)
+    )
     proc = run(PPY + [str(prog), "a", "--b"])
     assert "argv ['a', '--b']" in proc.stdout
     assert "region True False" in proc.stdout

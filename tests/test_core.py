@@ -12,11 +12,11 @@ import threading
 
 import pytest
 import torch
-
 from conftest import assert_same, compile_cell, compile_error
+
 from ppy_magic import backend, explain
-from ppy_magic.language import frontend, namespace
 from ppy_magic.errors import CompileError
+from ppy_magic.language import frontend, namespace
 
 CELL = '''
 import torch
@@ -80,14 +80,17 @@ def _compile_one(src: str) -> CompileError:
     return compile_error(src, {"torch": torch})
 
 
-@pytest.mark.parametrize("body, where, words", [
-    ("    print(x)\n    return x", "at 3:5", "print(x)"),
-    ("    while x:\n        pass\n    return x", "at 3:5", "`while`"),
-    ("    y = [a for a in x]\n    return y", "at 3:9", "list comprehension"),
-    ("    return x.frobnicate()", "at 3:12", "frobnicate"),
-    ("    return torch.matmul(x, 2)", "at 3:12", "matches no ATen overload"),
-    ("    return unknown_thing(x)", "at 3:12", "unknown_thing"),
-])
+@pytest.mark.parametrize(
+    "body, where, words",
+    [
+        ("    print(x)\n    return x", "at 3:5", "print(x)"),
+        ("    while x:\n        pass\n    return x", "at 3:5", "`while`"),
+        ("    y = [a for a in x]\n    return y", "at 3:9", "list comprehension"),
+        ("    return x.frobnicate()", "at 3:12", "frobnicate"),
+        ("    return torch.matmul(x, 2)", "at 3:12", "matches no ATen overload"),
+        ("    return unknown_thing(x)", "at 3:12", "unknown_thing"),
+    ],
+)
 def test_front_end_reasons_are_located(body, where, words):
     src = f"import torch\ndef f(x):\n{body}\n"
     err = _compile_one(src)
@@ -126,7 +129,7 @@ def test_codegen_returns_an_aten_only_translation_unit(cell):
 
 
 def test_float_constants_are_emitted_exactly():
-    for v in (0.1, 1e-300, 2.0 ** -1074, 1.7976931348623157e308, -0.0):
+    for v in (0.1, 1e-300, 2.0**-1074, 1.7976931348623157e308, -0.0):
         lit = backend.codegen.cpp_literal(v, "f")
         assert float.fromhex(lit) == v and str(float.fromhex(lit)) == str(v)
     assert backend.codegen.cpp_literal(float("inf"), "f").endswith("infinity()")
@@ -396,14 +399,36 @@ def test_the_same_source_under_another_file_name_is_a_cache_hit(cell):
 def test_the_public_names():
     import ppy_magic
 
-    assert sorted(ppy_magic.__all__) == sorted([
-        "BuildError", "CompileError", "PpyArtifactWarning", "PpyError", "PpyFallbackWarning", "__version__",
-        "explain", "load_ipython_extension", "supported_ops", "toolchain_ready", "unload_ipython_extension"])
+    assert sorted(ppy_magic.__all__) == sorted(
+        [
+            "BuildError",
+            "CompileError",
+            "PpyArtifactWarning",
+            "PpyError",
+            "PpyFallbackWarning",
+            "__version__",
+            "explain",
+            "load_ipython_extension",
+            "supported_ops",
+            "toolchain_ready",
+            "unload_ipython_extension",
+        ]
+    )
     for name in ppy_magic.__all__:
         assert hasattr(ppy_magic, name), name
     ops = ppy_magic.supported_ops()
-    for name in ("torch.matmul", "torch.add", "F.gelu", "F.softmax", "F.layer_norm", "Tensor.view",
-                 "Tensor.split", "Tensor.float", "torch.linalg.vector_norm", "torch.special.erf"):
+    for name in (
+        "torch.matmul",
+        "torch.add",
+        "F.gelu",
+        "F.softmax",
+        "F.layer_norm",
+        "Tensor.view",
+        "Tensor.split",
+        "Tensor.float",
+        "torch.linalg.vector_norm",
+        "torch.special.erf",
+    ):
         assert name in ops, name
     assert len(ops) > 500
 

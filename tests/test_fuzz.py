@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
 import differential as diff
+import pytest
 
 PROGRAMS = int(os.environ.get("PPY_FUZZ_PROGRAMS", "200"))
 
@@ -49,10 +48,13 @@ def test_random_programs_match_eager(support):
     stats = diff.BatchStats()
     outcomes = diff.run_cases(cases, prefix="ppy-fuzz", chunk=max(len(cases), 1), stats=stats)
     counts = diff.count(outcomes)
-    print(f"\nfuzz: {len(programs)} programs ({len({diff.canonical(c.source) for c in cases})} distinct texts) over "
-          f"{len(support.forms)} forms: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    print(
+        f"\nfuzz: {len(programs)} programs ({len({diff.canonical(c.source) for c in cases})} distinct texts) over "
+        f"{len(support.forms)} forms: " + ", ".join(f"{k} {v}" for k, v in counts.items())
+    )
     bad = [o for o in outcomes if o.status in diff.FAILURES]
     assert not bad, f"{len(bad)} programs differ from eager or crashed:\n" + "\n\n".join(
-        f"{o}\n{diff.reproduction(o)}" for o in bad[:5])
+        f"{o}\n{diff.reproduction(o)}" for o in bad[:5]
+    )
     assert not stats.build_failures, "C++ builds failed:\n" + diff.build_failures_text(stats)
     assert counts[diff.MATCH] > 0, "no program compiled: " + "; ".join({o.detail for o in outcomes[:5]})

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import assert_same, compile_cell, compile_error
 
-CELL = '''
+CELL = """
 import math
 import torch
 import torch.nn.functional as F
@@ -156,7 +155,7 @@ def kinds_differ(x, flag: bool):
     else:
         y = 1.0
     return x * y
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -221,8 +220,10 @@ def test_tensor_list_parameters(cell):
     same(ns["tensor_lists"], (rand(4, 3), rand(2, 3, seed=1)), 0)
 
 
-@pytest.mark.parametrize("flag, mode, n, bias", [
-    (True, "add", 0, None), (False, "add", 5, None), (False, "mul", 1, "bias"), (True, "mul", 3, "bias")])
+@pytest.mark.parametrize(
+    "flag, mode, n, bias",
+    [(True, "add", 0, None), (False, "add", 5, None), (False, "mul", 1, "bias"), (True, "mul", 3, "bias")],
+)
 def test_branches(cell, flag, mode, n, bias):
     ns, _ = cell
     x = rand(3, 3)
@@ -332,15 +333,18 @@ def test_what_stays_python_says_where_and_why(cell):
         assert "ppy_magic" not in reason and ".py" not in reason
 
 
-@pytest.mark.parametrize("body, where, words", [
-    ("    for i in range(3):\n        break\n    return x", "at 5:9", "`break`"),
-    ("    y = f'{x}'\n    return x", "at 4:9", "f-string"),
-    ("    return x.item()", "at 4:12", "item"),
-    ("    return {'a': x}", "at 4:12", "dict"),
-    ("    for i in x:\n        pass\n    return x", "at 4:14", "range"),
-    ("    y = F.softmax(x)\n    return y", "at 4:9", "pass dim="),
-    ("    return x.frobnicate()", "at 4:12", "frobnicate"),
-])
+@pytest.mark.parametrize(
+    "body, where, words",
+    [
+        ("    for i in range(3):\n        break\n    return x", "at 5:9", "`break`"),
+        ("    y = f'{x}'\n    return x", "at 4:9", "f-string"),
+        ("    return x.item()", "at 4:12", "item"),
+        ("    return {'a': x}", "at 4:12", "dict"),
+        ("    for i in x:\n        pass\n    return x", "at 4:14", "range"),
+        ("    y = F.softmax(x)\n    return y", "at 4:9", "pass dim="),
+        ("    return x.frobnicate()", "at 4:12", "frobnicate"),
+    ],
+)
 def test_compile_errors_are_located_and_say_what_to_do(body, where, words):
     err = compile_error(f"import torch\nimport torch.nn.functional as F\ndef f(x):\n{body}\n")
     text = str(err)
@@ -349,7 +353,7 @@ def test_compile_errors_are_located_and_say_what_to_do(body, where, words):
     assert ".py" not in text and "Traceback" not in text
 
 
-METHOD_CELL = '''
+METHOD_CELL = """
 import torch
 import ppy
 
@@ -367,7 +371,7 @@ def enum_and_device_arguments(x):
 def factories(x):
     return (torch.zeros(2, 3, device="cpu", dtype=torch.float64) + torch.arange(0, 3, device=x.device),
             torch.ones_like(x, dtype=torch.int64))
-'''
+"""
 
 
 def test_methods_bind_their_receiver_to_self_and_enums_resolve():

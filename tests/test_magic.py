@@ -53,12 +53,15 @@ def test_help_documents_every_option(ip):
     assert "-O LEVEL" in cap.stdout and "%config PpyMagics" in cap.stdout
 
 
-@pytest.mark.parametrize("flags,words", [
-    ("--bogus", "unrecognized arguments: --bogus"),
-    ("-O 7", "LEVEL must be 0 (leave every function Python) to 3, got '7'"),
-    ("-O fast", "LEVEL must be 0 (leave every function Python) to 3, got 'fast'"),
-    ("-O", "argument -O: expected one argument"),
-])
+@pytest.mark.parametrize(
+    "flags,words",
+    [
+        ("--bogus", "unrecognized arguments: --bogus"),
+        ("-O 7", "LEVEL must be 0 (leave every function Python) to 3, got '7'"),
+        ("-O fast", "LEVEL must be 0 (leave every function Python) to 3, got 'fast'"),
+        ("-O", "argument -O: expected one argument"),
+    ],
+)
 def test_bad_options_are_a_usage_error_without_traceback(ip, flags, words):
     result, shown = run(ip, f"%%ppy {flags}\nran_with_bad_flags = 1\n")
     assert isinstance(result.error_in_exec, UsageError)
@@ -76,9 +79,14 @@ def test_config_lists_every_option_with_its_help(ip):
     text = cap.stdout
     for name, kind in zip(OPTIONS, ("Bool", "Bool", "Unicode", "Bool", "Int", "Bool")):
         assert f"PpyMagics.{name}=<{kind}>" in text
-    for words in ("Raise instead of leaving a function Python", "generated C++ and the build command",
-                  "Where built extensions are cached", "live 'building ...' line", "level of a bare @ppy.opt",
-                  "Warn once per function and reason"):
+    for words in (
+        "Raise instead of leaving a function Python",
+        "generated C++ and the build command",
+        "Where built extensions are cached",
+        "live 'building ...' line",
+        "level of a bare @ppy.opt",
+        "Warn once per function and reason",
+    ):
         assert words in text
 
 
@@ -91,8 +99,10 @@ def test_default_level_is_checked(ip):
 
 
 def test_the_default_level_decides_what_a_bare_decorator_means():
-    tree = ast.parse("import ppy\n@ppy.opt\ndef a(x):\n    return x\n@ppy.opt()\ndef b(x):\n    return x\n"
-                     "@ppy.opt(1)\ndef c(x):\n    return x\n")
+    tree = ast.parse(
+        "import ppy\n@ppy.opt\ndef a(x):\n    return x\n@ppy.opt()\ndef b(x):\n    return x\n"
+        "@ppy.opt(1)\ndef c(x):\n    return x\n"
+    )
     g = namespace.collect_globals(tree, {})
     top, _ = pipeline.decorated_functions(tree, g, default_level=2)
     assert [(node.name, level) for node, level in top] == [("a", 2), ("b", 2), ("c", 1)]
@@ -113,8 +123,9 @@ def test_profile_config_applies_when_the_extension_loads(ip):
         fn = ip.user_ns["bare_at_zero"]
         assert not getattr(fn, "__ppy_region__", False)
         assert "default level, 0 (PpyMagics.default_level)" in str(ppy_magic.explain(fn))
-        result, shown = run(ip, "%%ppy\nimport ppy\nstrict_from_config = 1\n@ppy.opt(2)\ndef s(x):\n"
-                                "    print(x)\n    return x\n")
+        result, shown = run(
+            ip, "%%ppy\nimport ppy\nstrict_from_config = 1\n@ppy.opt(2)\ndef s(x):\n    print(x)\n    return x\n"
+        )
         assert isinstance(result.error_in_exec, ppy_magic.CompileError)
         assert "strict_from_config" not in ip.user_ns
     finally:
@@ -128,8 +139,9 @@ def test_config_magic_sets_an_option_for_every_cell(ip):
     try:
         ip.run_line_magic("config", "PpyMagics.strict = True")
         assert magics(ip).strict is True
-        result, shown = run(ip, "%%ppy\nimport ppy\n@ppy.opt(2)\ndef s(x):\n    while True:\n        pass\n"
-                                "    return x\n")
+        result, shown = run(
+            ip, "%%ppy\nimport ppy\n@ppy.opt(2)\ndef s(x):\n    while True:\n        pass\n    return x\n"
+        )
         assert isinstance(result.error_in_exec, ppy_magic.CompileError)
         assert "'s' cannot be compiled: at 5:5: `while` is not supported in a region" in shown
     finally:
@@ -139,7 +151,7 @@ def test_config_magic_sets_an_option_for_every_cell(ip):
 
 # ---- cells that build ----------------------------------------------------------------------------
 
-LEVELS_CELL = '''%%ppy -v
+LEVELS_CELL = """%%ppy -v
 import torch
 import ppy
 
@@ -166,7 +178,7 @@ def prints(x):
 
 
 at_default(torch.ones(2))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -197,8 +209,9 @@ def test_summary_says_what_compiled_and_what_to_do_about_the_rest(levels):
     _, shown, _ = levels
     assert "ppy: 2 regions (at_default, at_one)" in shown
     line = next(k for k, text in enumerate(LEVELS_CELL.splitlines(), 1) if "print(x)" in text)
-    assert (f"ppy: 'prints' stays Python: at {line}:5: the call statement `print(x)` is not supported "
-            "in a region") in shown
+    assert (
+        f"ppy: 'prints' stays Python: at {line}:5: the call statement `print(x)` is not supported in a region"
+    ) in shown
     assert "\nppy:     A region has no side effects" in shown  # the hint, under the reason
     assert "'never'" not in shown  # opt(0) is what the user asked for, not a problem
 
@@ -244,11 +257,16 @@ def test_strict_names_the_function_and_line_and_keeps_everything(ip, levels):
     region_before = ns["at_one"]
     ip.user_ns["kept_before_strict"] = kept = object()
     ip.user_ns["region_before_strict"] = region_before
-    result, shown = run(ip, "%%ppy --strict\nimport ppy\nstrict_ran = 1\n\n@ppy.opt(3)\ndef fine_one(x):\n"
-                            "    return x + 1\n\n@ppy.opt(3)\ndef strict_bad(x):\n    print(x)\n    return x\n")
+    result, shown = run(
+        ip,
+        "%%ppy --strict\nimport ppy\nstrict_ran = 1\n\n@ppy.opt(3)\ndef fine_one(x):\n"
+        "    return x + 1\n\n@ppy.opt(3)\ndef strict_bad(x):\n    print(x)\n    return x\n",
+    )
     assert isinstance(result.error_in_exec, ppy_magic.CompileError)
-    assert ("CompileError: 'strict_bad' cannot be compiled: at 11:5: the call statement `print(x)` "
-            "is not supported in a region") in shown
+    assert (
+        "CompileError: 'strict_bad' cannot be compiled: at 11:5: the call statement `print(x)` "
+        "is not supported in a region"
+    ) in shown
     assert "        print(x)\n        ^^^^^^^^" in shown  # the line and a caret under the construct
     assert "A region has no side effects" in shown  # what to do
     assert "--strict: the cell did not run, so nothing it defines changed" in shown
@@ -307,14 +325,16 @@ def test_warn_fallback_warns_once_per_function_and_reason(ip, levels):
             f(torch.ones(2))
     ours = [w for w in seen if issubclass(w.category, PpyFallbackWarning)]
     messages = sorted(str(w.message) for w in ours)
-    assert messages == sorted([
-        "ppy region 'at_one' ran as Python: a tensor argument is a subclass of torch.Tensor. "
-        "ppy_magic.explain(f) shows its fallbacks.",
-        "ppy region 'at_default' ran as Python: a tensor argument is a subclass of torch.Tensor. "
-        "ppy_magic.explain(f) shows its fallbacks.",
-        "ppy region 'at_one' ran as Python: a TorchFunctionMode is active. "
-        "ppy_magic.explain(f) shows its fallbacks.",
-    ])
+    assert messages == sorted(
+        [
+            "ppy region 'at_one' ran as Python: a tensor argument is a subclass of torch.Tensor. "
+            "ppy_magic.explain(f) shows its fallbacks.",
+            "ppy region 'at_default' ran as Python: a tensor argument is a subclass of torch.Tensor. "
+            "ppy_magic.explain(f) shows its fallbacks.",
+            "ppy region 'at_one' ran as Python: a TorchFunctionMode is active. "
+            "ppy_magic.explain(f) shows its fallbacks.",
+        ]
+    )
     assert all(w.filename == __file__ for w in ours)  # points at the caller's line
 
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import re
 
+import differential as diff
 import pytest
 import torch
 
-import differential as diff
-
-CELL = '''
+CELL = """
 import math
 import torch
 import torch.nn.functional as F
@@ -435,10 +434,20 @@ def halve_until_small(x):
     while x.abs().max() > 1:
         x = x / 2
     return x
-'''
+"""
 
-CONTROL_FLOW = ("linear_maybe_bias", "activation", "maybe_dropout", "scaled", "tanh_stack", "residual_stack",
-                "checked_matmul", "repeat_kv", "relu_if_positive_sum", "halve_until_small")
+CONTROL_FLOW = (
+    "linear_maybe_bias",
+    "activation",
+    "maybe_dropout",
+    "scaled",
+    "tanh_stack",
+    "residual_stack",
+    "checked_matmul",
+    "repeat_kv",
+    "relu_if_positive_sum",
+    "halve_until_small",
+)
 
 _seed = iter(range(10**6))
 
@@ -481,14 +490,16 @@ CALLS = {
     "apply_rotary_pos_emb": [lambda: ((t(B, NH, T, C), t(B, NH, T, C), t(T, C, grad=False), t(T, C, grad=False)), {})],
     "rope_cos_sin": [lambda: ((T, C), {}), lambda: ((3, 4), {"base": 500.0})],
     "rotary_interleaved": [lambda: ((t(B, T, C), t(T, C // 2, grad=False), t(T, C // 2, grad=False)), {})],
-    "rotary_complex": [lambda: ((t(B, T, NH, C), torch.polar(torch.ones(T, 1, C // 2), t(T, 1, C // 2, grad=False))),
-                                {})],
+    "rotary_complex": [
+        lambda: ((t(B, T, NH, C), torch.polar(torch.ones(T, 1, C // 2), t(T, 1, C // 2, grad=False))), {})
+    ],
     "causal_attention": [lambda: ((t(B, NH, T, C), t(B, NH, T, C), t(B, NH, T, C)), {})],
     "causal_attention_buffer": [lambda: ((t(B, NH, T, C), t(B, NH, T, C), t(B, NH, T, C), _causal_bias()), {})],
     "attention_sdpa": [lambda: ((t(B, NH, T, C), t(B, NH, T, C), t(B, NH, T, C)), {})],
     "attention_sdpa_mask": [
         lambda: ((t(B, NH, T, C), t(B, NH, T, C), t(B, NH, T, C), _causal_bias().bool(), False), {}),
-        lambda: ((t(B, NH, T, C), t(B, NH, T, C), t(B, NH, T, C), _causal_bias().bool(), True), {})],
+        lambda: ((t(B, NH, T, C), t(B, NH, T, C), t(B, NH, T, C), _causal_bias().bool(), True), {}),
+    ],
     "attention_einsum": [lambda: ((t(B, NH, T, C), t(B, NH, T, C), t(B, NH, T, C)), {})],
     "cross_entropy_gather": [lambda: ((t(B * T, V), ints(V, B * T)), {})],
     "cross_entropy_one_hot": [lambda: ((t(B * T, V), ints(V, B * T)), {})],
@@ -518,8 +529,7 @@ CALLS = {
     "gather_rows": [lambda: ((t(V, C), ints(V, 7)), {})],
     "write_into_slice": [lambda: ((t(4, C), t(4, 2)), {})],
     "linear_maybe_bias": [lambda: ((t(4, C), t(3, C), t(3)), {}), lambda: ((t(4, C), t(3, C)), {})],
-    "activation": [lambda: ((t(4, C), "gelu"), {}), lambda: ((t(4, C), "relu"), {}),
-                   lambda: ((t(4, C), "silu"), {})],
+    "activation": [lambda: ((t(4, C), "gelu"), {}), lambda: ((t(4, C), "relu"), {}), lambda: ((t(4, C), "silu"), {})],
     "maybe_dropout": [lambda: ((t(4, C), True), {}), lambda: ((t(4, C), False), {})],
     "scaled": [lambda: ((t(4, C),), {}), lambda: ((t(4, C), 0.5), {})],
     "tanh_stack": [lambda: ((t(4, C), t(C, C), 3), {}), lambda: ((t(4, C), t(C, C), 0), {})],
@@ -553,8 +563,11 @@ def _cell_for(name: str) -> str:
         current = todo.pop()
         if current not in wanted:
             wanted.add(current)
-            todo += [n.func.id for n in ast.walk(defs[current]) if isinstance(n, ast.Call)
-                     and isinstance(n.func, ast.Name) and n.func.id in defs]
+            todo += [
+                n.func.id
+                for n in ast.walk(defs[current])
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in defs
+            ]
     lines = CELL.splitlines()
     for other, node in defs.items():
         if other not in wanted:
@@ -618,28 +631,41 @@ def test_model_inputs_run_in_eager(cell):
 
 
 def test_no_model_function_differs_from_eager(outcomes):
-    bad = [f"{name} (call {i}): {status}: {detail}" for name, results in outcomes.items()
-           for i, (status, detail) in enumerate(results) if status in diff.FAILURES]
+    bad = [
+        f"{name} (call {i}): {status}: {detail}"
+        for name, results in outcomes.items()
+        for i, (status, detail) in enumerate(results)
+        if status in diff.FAILURES
+    ]
     assert not bad, "MISMATCH or crash in model code:\n" + "\n".join(bad)
 
 
 def test_every_model_function_compiles(outcomes):
-    python = [f"{name}: {results[0][1]}" for name, results in outcomes.items()
-              if name not in CONTROL_FLOW and results[0][0] == diff.PYTHON]
+    python = [
+        f"{name}: {results[0][1]}"
+        for name, results in outcomes.items()
+        if name not in CONTROL_FLOW and results[0][0] == diff.PYTHON
+    ]
     assert not python, f"{len(python)} model functions stay Python:\n" + "\n".join(python)
 
 
 def test_model_functions_that_compiled_match_on_every_call(outcomes):
-    partial = [f"{name} (call {i}): {status}: {detail}" for name, results in outcomes.items()
-               if results[0][0] not in (diff.PYTHON, diff.CRASH)
-               for i, (status, detail) in enumerate(results) if status != diff.MATCH]
+    partial = [
+        f"{name} (call {i}): {status}: {detail}"
+        for name, results in outcomes.items()
+        if results[0][0] not in (diff.PYTHON, diff.CRASH)
+        for i, (status, detail) in enumerate(results)
+        if status != diff.MATCH
+    ]
     assert not partial, "\n".join(partial)
 
 
 LOCATED = re.compile(r"^at \d+:\d+: ")
 # What a reason looks like when the compiler's own failure leaked into it instead of a user-facing reason.
-INTERNALS = re.compile(r"ppy_magic|\.py\b|Traceback|\b(AttributeError|KeyError|IndexError|NameError|"
-                       r"UnboundLocalError|RecursionError)\b")
+INTERNALS = re.compile(
+    r"ppy_magic|\.py\b|Traceback|\b(AttributeError|KeyError|IndexError|NameError|"
+    r"UnboundLocalError|RecursionError)\b"
+)
 
 
 def test_control_flow_compiles_and_matches_or_stays_python_with_a_located_reason(outcomes):
@@ -652,7 +678,9 @@ def test_control_flow_compiles_and_matches_or_stays_python_with_a_located_reason
 
 
 def test_reasons_do_not_leak_compiler_internals(outcomes):
-    leaked = [f"{name}: {results[0][1]}" for name, results in outcomes.items()
-              if results[0][0] == diff.PYTHON and (not LOCATED.match(results[0][1])
-                                                   or INTERNALS.search(results[0][1]))]
+    leaked = [
+        f"{name}: {results[0][1]}"
+        for name, results in outcomes.items()
+        if results[0][0] == diff.PYTHON and (not LOCATED.match(results[0][1]) or INTERNALS.search(results[0][1]))
+    ]
     assert not leaked, "reasons without a location, or with the compiler's internals in them:\n" + "\n".join(leaked)

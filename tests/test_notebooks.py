@@ -40,31 +40,59 @@ LABELS = ("PPy ATen region", "PyTorch eager", "torch.compile")
 # What each notebook must show, whatever the timings: the claims its prose makes.
 MUST_SHOW = {
     "01_torch_region.ipynb": [
-        "region active: False", "ppy: 2 regions (layer, residual)", "region active: True",
-        "bitwise equal to eager: True", "autograd survives the region: True", "gradient equal to eager's: True",
+        "region active: False",
+        "ppy: 2 regions (layer, residual)",
+        "region active: True",
+        "bitwise equal to eager: True",
+        "autograd survives the region: True",
+        "gradient equal to eager's: True",
         "layer: ATen region",
     ],
     "02_benchmarking.ipynb": [
-        *LABELS, "yes, bitwise", "yes, assert_close", "ppy: 2 regions (layer, gelu_tanh)",
-        "the region saves", "<svg",
+        *LABELS,
+        "yes, bitwise",
+        "yes, assert_close",
+        "ppy: 2 regions (layer, gelu_tanh)",
+        "the region saves",
+        "<svg",
     ],
     "03_guards_and_fallbacks.ipynb": [
-        "ppy: 1 region (layer)", "'noisy_layer' stays Python",
-        "gradient reached the parameters", "2 calls as region, 0 fallbacks",
-        "the override saw: ['matmul', 'add', 'relu']", "result type: Logged | equal to eager: True",
-        "a tensor argument is a subclass of torch.Tensor", "the mode saw: ['matmul', 'add', 'relu']",
-        "a TorchFunctionMode is active", "a tensor is on a device type the region was not built for",
-        "PpyFallbackWarning", "CompileError", "'to_numpy' cannot be compiled", "layer is still a region: True",
-        "nothing in the strict cell ran: True", "note: ppy region 'layer'",
+        "ppy: 1 region (layer)",
+        "'noisy_layer' stays Python",
+        "gradient reached the parameters",
+        "2 calls as region, 0 fallbacks",
+        "the override saw: ['matmul', 'add', 'relu']",
+        "result type: Logged | equal to eager: True",
+        "a tensor argument is a subclass of torch.Tensor",
+        "the mode saw: ['matmul', 'add', 'relu']",
+        "a TorchFunctionMode is active",
+        "a tensor is on a device type the region was not built for",
+        "PpyFallbackWarning",
+        "CompileError",
+        "'to_numpy' cannot be compiled",
+        "layer is still a region: True",
+        "nothing in the strict cell ran: True",
+        "note: ppy region 'layer'",
     ],
     "04_real_model.ipynb": [
-        "ppy: 2 regions (block, embed)", "ppy: 1 region (lm_loss)", "fallbacks: 0",
-        "every loss equal: True", "every weight equal: True", *LABELS, "yes, bitwise",
+        "ppy: 2 regions (block, embed)",
+        "ppy: 1 region (lm_loss)",
+        "fallbacks: 0",
+        "every loss equal: True",
+        "every weight equal: True",
+        *LABELS,
+        "yes, bitwise",
     ],
     "05_artifacts_and_torchrun.ipynb": [
-        "rank 0 of 1: regions False", "ppy: wrote", "rank 0 of 1: regions True",
-        "rank 0 of 2: regions True", "rank 1 of 2: regions True", "C++ compiler on PATH: none",
-        "PpyArtifactWarning", "built for torch 2.12.0+cpu", "region: True | equal to eager: True",
+        "rank 0 of 1: regions False",
+        "ppy: wrote",
+        "rank 0 of 1: regions True",
+        "rank 0 of 2: regions True",
+        "rank 1 of 2: regions True",
+        "C++ compiler on PATH: none",
+        "PpyArtifactWarning",
+        "built for torch 2.12.0+cpu",
+        "region: True | equal to eager: True",
     ],
 }
 # "stays Python" is expected only where a notebook shows it on purpose.
@@ -85,8 +113,13 @@ def execute(path: str, *, fast: bool, timeout: int = 900) -> nbformat.NotebookNo
     env_before = os.environ.get("PPY_NOTEBOOK_FAST")
     os.environ["PPY_NOTEBOOK_FAST"] = "1" if fast else "0"  # the kernel inherits this process's environment
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
-                       resources={"metadata": {"path": NOTEBOOK_DIR}}).execute()
+        NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            store_widget_state=True,
+            resources={"metadata": {"path": NOTEBOOK_DIR}},
+        ).execute()
     finally:
         if env_before is None:
             os.environ.pop("PPY_NOTEBOOK_FAST", None)
@@ -131,8 +164,11 @@ def check_outputs(name: str, nb: nbformat.NotebookNode) -> None:
 def widget_tables(nb: nbformat.NotebookNode) -> list[str]:
     """The HTML of every %ppy_bench table kept in the notebook's saved widget state."""
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    return [m["state"]["value"] for m in state.values()
-            if m.get("model_name") == "HTMLModel" and "<table" in str(m.get("state", {}).get("value", ""))]
+    return [
+        m["state"]["value"]
+        for m in state.values()
+        if m.get("model_name") == "HTMLModel" and "<table" in str(m.get("state", {}).get("value", ""))
+    ]
 
 
 # -- the notebooks run -----------------------------------------------------------------------------
@@ -141,8 +177,10 @@ def widget_tables(nb: nbformat.NotebookNode) -> list[str]:
 @pytest.fixture
 def kernel_env(monkeypatch):
     # The notebooks call `ppy` and `python` with `!`: the interpreter running the tests, as in an activated venv.
-    monkeypatch.setenv("PATH", os.pathsep.join([sysconfig.get_path("scripts"), os.path.dirname(sys.executable),
-                                                os.environ.get("PATH", "")]))
+    monkeypatch.setenv(
+        "PATH",
+        os.pathsep.join([sysconfig.get_path("scripts"), os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
+    )
 
 
 @pytest.mark.slow
@@ -180,9 +218,12 @@ def test_stored_benchmarking_notebook_carries_the_bench_widget_state():
     assert tables, "no %ppy_bench table in the saved widget state"
     for table in tables:
         assert all(label in table for label in LABELS)
-    views = [o.data["application/vnd.jupyter.widget-view+json"]["model_id"]
-             for c in nb.cells for o in c.get("outputs", [])
-             if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    views = [
+        o.data["application/vnd.jupyter.widget-view+json"]["model_id"]
+        for c in nb.cells
+        for o in c.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    ]
     assert views and all(v in state["state"] for v in views), "a widget view refers to a model that was not saved"
     # Stored with the full settings, so a reader sees the default measurement: 5 rounds of 20,000 calls.
     assert "5 rounds of 20,000 calls" in output_text(nb)
@@ -248,8 +289,11 @@ def test_binder_widgets_are_pinned_together():
     if metadata.version("ipywidgets") == widgets:  # then its own metadata says which extension it wants
         from packaging.requirements import Requirement
 
-        wanted = [Requirement(r) for r in metadata.requires("ipywidgets") or []
-                  if r.lower().replace("_", "-").startswith("jupyterlab-widgets")]
+        wanted = [
+            Requirement(r)
+            for r in metadata.requires("ipywidgets") or []
+            if r.lower().replace("_", "-").startswith("jupyterlab-widgets")
+        ]
         assert wanted and all(lab in r.specifier for r in wanted), (lab, wanted)
     assert "pandas" in pins
 
@@ -275,13 +319,22 @@ def test_binder_start_caps_threads_at_the_cpu_quota(tmp_path, quota, expected):
     (tmp_path / "cpu.max").write_text(quota + "\n")
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     env["PPY_CGROUP_ROOT"] = str(tmp_path)
-    out = subprocess.run([os.path.join(BINDER, "start"), sys.executable, "-c",
-                          "import os; print(os.environ.get('OMP_NUM_THREADS'))"],
-                         env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [os.path.join(BINDER, "start"), sys.executable, "-c", "import os; print(os.environ.get('OMP_NUM_THREADS'))"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == str(expected)
     env["OMP_NUM_THREADS"] = "3"  # the user's choice wins
-    out = subprocess.run([os.path.join(BINDER, "start"), "sh", "-c", "echo $OMP_NUM_THREADS"],
-                         env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [os.path.join(BINDER, "start"), "sh", "-c", "echo $OMP_NUM_THREADS"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "3"
 
 
@@ -289,8 +342,12 @@ def test_repo2docker_reads_the_binder_configuration():
     r2d = shutil.which("jupyter-repo2docker")
     if r2d is None:
         pytest.skip("jupyter-repo2docker is not installed")
-    proc = subprocess.run([r2d, "--no-build", "--debug", "--user-id", "1000", "--user-name", "jovyan", ROOT],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [r2d, "--no-build", "--debug", "--user-id", "1000", "--user-name", "jovyan", ROOT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "python=3.11" in out

@@ -14,10 +14,9 @@ from __future__ import annotations
 import itertools
 import os
 
+import differential as diff
 import pytest
 import torch
-
-import differential as diff
 
 # Entries that count: 522 measured when this floor was set (the seed core: 18); raise it as coverage
 # grows (the target is 150).
@@ -97,8 +96,9 @@ def test_the_harness_notices_a_region_that_did_not_run():
 
 def test_values_are_written_as_exact_literals():
     params = diff.Params()
-    text = params.literal([1, -2.5, float("nan"), -float("inf"), None, True, torch.float64, "mean", (3,),
-                           torch.Size([2, 1]), 0.1])
+    text = params.literal(
+        [1, -2.5, float("nan"), -float("inf"), None, True, torch.float64, "mean", (3,), torch.Size([2, 1]), 0.1]
+    )
     assert text == "[1, -2.5, math.nan, -math.inf, None, True, torch.float64, 'mean', (3,), (2, 1), 0.1]"
     value = eval(text, {"math": __import__("math"), "torch": torch})  # noqa: S307 - our own literal
     assert value[-1] == 0.1 and value[6] is torch.float64
@@ -120,8 +120,10 @@ def test_an_opinfo_entry_becomes_one_function_per_sample_and_form():
     assert "return x0.add(" in plan.forms["method"][0].source
     getitem = next(op for op in op_db if op.name == "__getitem__")
     (plan,) = diff.plan_opinfo([getitem], cap=2)
-    assert [c.source.splitlines()[-1].strip() for c in plan.forms["operator"]] == ["return x0[[1, 2]]",
-                                                                                   "return x0[0:3]"]
+    assert [c.source.splitlines()[-1].strip() for c in plan.forms["operator"]] == [
+        "return x0[[1, 2]]",
+        "return x0[0:3]",
+    ]
 
 
 # ---- the database --------------------------------------------------------------------------------------------------
@@ -133,8 +135,10 @@ def opinfo_run():
     run = diff.run_opinfo(cap=SAMPLES_PER_ENTRY)
     totals = run.totals()
     print("\nOpInfo: " + ", ".join(f"{k} {v}" for k, v in totals.items()))
-    print(f"OpInfo: {run.stats.builds} builds, {run.stats.functions} distinct functions, "
-          f"{run.stats.compile_seconds:.0f} s compiling, {run.stats.run_seconds:.0f} s running")
+    print(
+        f"OpInfo: {run.stats.builds} builds, {run.stats.functions} distinct functions, "
+        f"{run.stats.compile_seconds:.0f} s compiling, {run.stats.run_seconds:.0f} s running"
+    )
     print("OpInfo entries that count: " + ", ".join(run.counting))
     return run
 
@@ -161,7 +165,8 @@ def test_no_opinfo_sample_crashes_or_skips_its_region(opinfo_run):
 def test_opinfo_coverage_floor(opinfo_run):
     counting = opinfo_run.counting
     assert len(counting) >= COUNT_FLOOR, (
-        f"{len(counting)} OpInfo entries count, fewer than the floor {COUNT_FLOOR}: " + ", ".join(counting))
+        f"{len(counting)} OpInfo entries count, fewer than the floor {COUNT_FLOOR}: " + ", ".join(counting)
+    )
     assert {"add", "mul", "matmul"} <= set(counting)
 
 

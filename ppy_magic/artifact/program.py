@@ -36,16 +36,16 @@ import threading
 import time
 import types
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from .. import decorator, region
-from .. import backend
-from ..language import ir
+from .. import backend, decorator, region
 from ..backend import RegionSpec
 from ..errors import PpyError
+from ..language import ir
 
 FORMAT = "ppy_magic.artifact"
 FORMAT_VERSION = 1
@@ -75,10 +75,17 @@ class PpyArtifactWarning(RuntimeWarning):
 def process_facts() -> dict[str, Any]:
     """The facts about this process that decide whether a built extension may be loaded into it."""
     return {
-        "torch": {"version": torch.__version__, "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
-                  "cuda": torch.version.cuda, "hip": getattr(torch.version, "hip", None)},
-        "python": {"version": platform.python_version(), "implementation": sys.implementation.name,
-                   "soabi": sysconfig.get_config_var("SOABI")},
+        "torch": {
+            "version": torch.__version__,
+            "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+            "cuda": torch.version.cuda,
+            "hip": getattr(torch.version, "hip", None),
+        },
+        "python": {
+            "version": platform.python_version(),
+            "implementation": sys.implementation.name,
+            "soabi": sysconfig.get_config_var("SOABI"),
+        },
         "platform": {"tag": sysconfig.get_platform(), "libc": " ".join(platform.libc_ver()).strip() or None},
     }
 
@@ -117,8 +124,7 @@ def compiler_facts() -> dict[str, Any]:
             version = out.splitlines()[0].strip() if out.strip() else None
         except (OSError, subprocess.SubprocessError):
             pass
-    return {"name": name, "path": path, "version": version,
-            "flags": list(backend.CELL_CFLAGS)}
+    return {"name": name, "path": path, "version": version, "flags": list(backend.CELL_CFLAGS)}
 
 
 def sha256_file(path: str) -> str:
@@ -131,7 +137,7 @@ def sha256_file(path: str) -> str:
 
 def source_sha256(lines: list[str], first: int, last: int) -> str:
     """The hash of a function's lines (decorators included): what the region was compiled from."""
-    return hashlib.sha256("\n".join(lines[first - 1:last]).encode()).hexdigest()
+    return hashlib.sha256("\n".join(lines[first - 1 : last]).encode()).hexdigest()
 
 
 # ---- globals a region froze at compile time, as JSON ----------------------------------
@@ -223,11 +229,21 @@ class RegionRecord:
 
     def spec(self, filename: str) -> RegionSpec:
         return RegionSpec(
-            index=self.index, name=self.name, qualname=self.qualname, symbol=self.symbol, kinds=self.kinds,
-            ret=self.ret, param_names=self.param_names, defaults=self.defaults,
-            line_notes=dict(self.line_notes), first_line=self.first_line, filename=filename,
-            frozen_globals={k: _describe_global(v) for k, v in self.frozen_globals.items()}, cpp=self.cpp,
-            result_types=tuple(getattr(torch.return_types, n) for n in self.result_types))
+            index=self.index,
+            name=self.name,
+            qualname=self.qualname,
+            symbol=self.symbol,
+            kinds=self.kinds,
+            ret=self.ret,
+            param_names=self.param_names,
+            defaults=self.defaults,
+            line_notes=dict(self.line_notes),
+            first_line=self.first_line,
+            filename=filename,
+            frozen_globals={k: _describe_global(v) for k, v in self.frozen_globals.items()},
+            cpp=self.cpp,
+            result_types=tuple(getattr(torch.return_types, n) for n in self.result_types),
+        )
 
 
 @dataclass(frozen=True)
@@ -245,14 +261,21 @@ class Manifest:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "format": FORMAT, "format_version": FORMAT_VERSION, "ppy_magic": self.package_version,
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "ppy_magic": self.package_version,
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "program": self.program, "loader": self.loader, "origin": self.origin,
-            **self.built_for, "compiler": self.compiler,
-            "runtime": vars(self.runtime), "extensions": [vars(e) for e in self.extensions],
+            "program": self.program,
+            "loader": self.loader,
+            "origin": self.origin,
+            **self.built_for,
+            "compiler": self.compiler,
+            "runtime": vars(self.runtime),
+            "extensions": [vars(e) for e in self.extensions],
             "regions": [_region_json(r) for r in self.regions],
-            "python_functions": [{"name": k[0], "first_line": k[1], "reason": v}
-                                 for k, v in sorted(self.python_functions.items())],
+            "python_functions": [
+                {"name": k[0], "first_line": k[1], "reason": v} for k, v in sorted(self.python_functions.items())
+            ],
         }
 
     @classmethod
@@ -260,19 +283,25 @@ class Manifest:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"it is not a {FORMAT} manifest")
         if data.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"it has format version {data.get('format_version')!r}, and this ppy_magic "
-                             f"({backend.package_version()}) reads version {FORMAT_VERSION}")
+            raise ValueError(
+                f"it has format version {data.get('format_version')!r}, and this ppy_magic "
+                f"({backend.package_version()}) reads version {FORMAT_VERSION}"
+            )
         try:
             return cls(
-                program=_plain_file(data["program"]), loader=_plain_file(data["loader"]),
-                origin=str(data.get("origin", "")), package_version=str(data["ppy_magic"]),
+                program=_plain_file(data["program"]),
+                loader=_plain_file(data["loader"]),
+                origin=str(data.get("origin", "")),
+                package_version=str(data["ppy_magic"]),
                 built_for={k: dict(data[k]) for k in ("torch", "python", "platform")},
                 compiler=dict(data.get("compiler") or {}),
                 runtime=_extension_from_json(data["runtime"]),
                 extensions=tuple(_extension_from_json(e) for e in data["extensions"]),
                 regions=tuple(_region_from_json(r) for r in data["regions"]),
-                python_functions={(p["name"], int(p["first_line"])): str(p["reason"])
-                                  for p in data.get("python_functions", [])})
+                python_functions={
+                    (p["name"], int(p["first_line"])): str(p["reason"]) for p in data.get("python_functions", [])
+                },
+            )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"it is incomplete ({type(exc).__name__}: {exc})") from None
 
@@ -299,13 +328,26 @@ def _region_json(r: RegionRecord) -> dict[str, Any]:
 
 def _region_from_json(d: dict[str, Any]) -> RegionRecord:
     return RegionRecord(
-        name=d["name"], qualname=d["qualname"], signature=d["signature"], extension=d["extension"],
-        index=int(d["index"]), symbol=d["symbol"], kinds=d["kinds"], ret=d["ret"],
-        param_names=tuple(d["param_names"]), defaults=tuple(d["defaults"]),
-        line_notes={int(k): v for k, v in d["line_notes"].items()}, first_line=int(d["first_line"]),
-        last_line=int(d["last_line"]), source_sha256=d["source_sha256"], device_types=tuple(d["device_types"]),
-        level=int(d["level"]), frozen_globals=dict(d["frozen_globals"]), cpp=d.get("cpp", ""),
-        result_types=tuple(d.get("result_types", ())))
+        name=d["name"],
+        qualname=d["qualname"],
+        signature=d["signature"],
+        extension=d["extension"],
+        index=int(d["index"]),
+        symbol=d["symbol"],
+        kinds=d["kinds"],
+        ret=d["ret"],
+        param_names=tuple(d["param_names"]),
+        defaults=tuple(d["defaults"]),
+        line_notes={int(k): v for k, v in d["line_notes"].items()},
+        first_line=int(d["first_line"]),
+        last_line=int(d["last_line"]),
+        source_sha256=d["source_sha256"],
+        device_types=tuple(d["device_types"]),
+        level=int(d["level"]),
+        frozen_globals=dict(d["frozen_globals"]),
+        cpp=d.get("cpp", ""),
+        result_types=tuple(d.get("result_types", ())),
+    )
 
 
 def signature_text(spec: RegionSpec) -> str:
@@ -326,26 +368,45 @@ def signature_text(spec: RegionSpec) -> str:
     return f"{spec.name}({', '.join(params)}) -> {ret_text}"
 
 
-def region_record(spec: RegionSpec, extension: str, lines: list[str], first_line: int, last_line: int,
-                  device_types: tuple[str, ...], level: int) -> RegionRecord:
+def region_record(
+    spec: RegionSpec,
+    extension: str,
+    lines: list[str],
+    first_line: int,
+    last_line: int,
+    device_types: tuple[str, ...],
+    level: int,
+) -> RegionRecord:
     """The manifest entry of `spec`, placed at `first_line`..`last_line` of the program `lines`."""
     shift = first_line - spec.first_line
     # The C++ reports the line it was compiled from (the keys); the notes name the program's line.
-    notes = {ln: re.sub(r", line \d+:", f", line {ln + shift}:", note, count=1)
-             for ln, note in spec.line_notes.items()}
+    notes = {ln: re.sub(r", line \d+:", f", line {ln + shift}:", note, count=1) for ln, note in spec.line_notes.items()}
     return RegionRecord(
-        name=spec.name, qualname=spec.qualname, signature=signature_text(spec), extension=extension,
-        index=spec.index, symbol=spec.symbol, kinds=spec.kinds, ret=spec.ret,
-        param_names=tuple(spec.param_names), defaults=tuple(spec.defaults), line_notes=notes,
-        first_line=first_line, last_line=last_line, source_sha256=source_sha256(lines, first_line, last_line),
-        device_types=tuple(device_types), level=level,
-        frozen_globals={k: encode_global(v) for k, v in sorted(spec.frozen_globals.items())}, cpp=spec.cpp,
-        result_types=tuple(t.__name__ for t in spec.result_types))
+        name=spec.name,
+        qualname=spec.qualname,
+        signature=signature_text(spec),
+        extension=extension,
+        index=spec.index,
+        symbol=spec.symbol,
+        kinds=spec.kinds,
+        ret=spec.ret,
+        param_names=tuple(spec.param_names),
+        defaults=tuple(spec.defaults),
+        line_notes=notes,
+        first_line=first_line,
+        last_line=last_line,
+        source_sha256=source_sha256(lines, first_line, last_line),
+        device_types=tuple(device_types),
+        level=level,
+        frozen_globals={k: encode_global(v) for k, v in sorted(spec.frozen_globals.items())},
+        cpp=spec.cpp,
+        result_types=tuple(t.__name__ for t in spec.result_types),
+    )
 
 
 # ---- writing ----------------------------------------------------------------------------------
 
-LOADER = '''\
+LOADER = """\
 # Built by ppy_magic {version} from {origin}.
 # Runs {program} with its @ppy.opt regions loaded from the extensions beside this file,
 # with no compiler: `python {loader}` or `torchrun ... {loader}` runs the program;
@@ -356,7 +417,7 @@ try:
 except ImportError as exc:
     raise ImportError("{loader} needs ppy_magic (built with {version}): pip install ppy-magic") from exc
 __import__("ppy_magic.artifact").artifact.exec_program(__file__, globals(), {program!r})
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -377,9 +438,11 @@ class Written:
             use = f"run it with no compiler: python {shown}   or   torchrun --nproc_per_node=N {shown}"
         else:
             use = f"use it with no compiler: sys.path.insert(0, {self.directory!r}); import {self.module_name}"
-        lines = [f"ppy: wrote {self.directory}: {n} region{'s' if n != 1 else ''} ({names}), "
-                 f"{len(self.manifest.extensions)} region extension(s) and the runtime, {MANIFEST}",
-                 f"ppy: {use}"]
+        lines = [
+            f"ppy: wrote {self.directory}: {n} region{'s' if n != 1 else ''} ({names}), "
+            f"{len(self.manifest.extensions)} region extension(s) and the runtime, {MANIFEST}",
+            f"ppy: {use}",
+        ]
         for (name, _line), reason in sorted(self.manifest.python_functions.items()):
             lines.append(f"ppy: '{name}' stays Python in the artifact: {reason}")
         return "\n".join(lines)
@@ -387,8 +450,9 @@ class Written:
 
 def check_stem(stem: str, what: str) -> None:
     if stem in RESERVED_STEMS:
-        raise ArtifactError(f"{what} '{stem}' would shadow the '{stem}' module the program imports; "
-                            "choose another name")
+        raise ArtifactError(
+            f"{what} '{stem}' would shadow the '{stem}' module the program imports; choose another name"
+        )
     if not stem or os.sep in stem or stem.startswith("."):
         raise ArtifactError(f"{what} {stem!r} cannot name an artifact's files")
 
@@ -400,14 +464,23 @@ def check_output(out_dir: str) -> str:
         if not os.path.isdir(out_dir):
             raise ArtifactError(f"{out_dir} exists and is not a directory; choose another output with -o DIR")
         if os.listdir(out_dir) and not os.path.exists(os.path.join(out_dir, MANIFEST)):
-            raise ArtifactError(f"{out_dir} is not empty and holds no ppy artifact, so nothing there is "
-                                "replaced; choose another output with -o DIR, or empty it")
+            raise ArtifactError(
+                f"{out_dir} is not empty and holds no ppy artifact, so nothing there is "
+                "replaced; choose another output with -o DIR, or empty it"
+            )
     return out_dir
 
 
-def write_artifact(out_dir: str, stem: str, program_source: str, origin: str,
-                   regions: list[RegionRecord], extensions: dict[str, str], runtime: tuple[str, str],
-                   python_functions: dict[Key, str]) -> Written:
+def write_artifact(
+    out_dir: str,
+    stem: str,
+    program_source: str,
+    origin: str,
+    regions: list[RegionRecord],
+    extensions: dict[str, str],
+    runtime: tuple[str, str],
+    python_functions: dict[Key, str],
+) -> Written:
     """Write the artifact directory; `extensions` maps module name -> built .so, `runtime` is (name, .so).
 
     The new directory is assembled beside `out_dir` and renamed into place, so a
@@ -430,9 +503,17 @@ def write_artifact(out_dir: str, stem: str, program_source: str, origin: str,
         files = [_copy_extension(name, src, staging) for name, src in sorted(extensions.items())]
         runtime_file = _copy_extension(runtime[0], runtime[1], staging)
         manifest = Manifest(
-            program=program, loader=loader, origin=origin, package_version=version, built_for=process_facts(),
-            compiler=compiler_facts(), runtime=runtime_file, extensions=tuple(files), regions=tuple(regions),
-            python_functions=dict(python_functions))
+            program=program,
+            loader=loader,
+            origin=origin,
+            package_version=version,
+            built_for=process_facts(),
+            compiler=compiler_facts(),
+            runtime=runtime_file,
+            extensions=tuple(files),
+            regions=tuple(regions),
+            python_functions=dict(python_functions),
+        )
         with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as fh:
             json.dump(manifest.to_json(), fh, indent=1)
             fh.write("\n")
@@ -455,8 +536,10 @@ def _copy_extension(name: str, src: str, directory: str) -> ExtensionFile:
     shutil.copyfile(src, os.path.join(directory, file))
     digest = sha256_file(os.path.join(directory, file))
     if expected is not None and digest != expected:
-        raise ArtifactError(f"the cached {file} does not match its recorded checksum (a corrupt cache?); "
-                            "rebuild it (`ppy build -f`, or `%%ppy -f` in the notebook) and retry")
+        raise ArtifactError(
+            f"the cached {file} does not match its recorded checksum (a corrupt cache?); "
+            "rebuild it (`ppy build -f`, or `%%ppy -f` in the notebook) and retry"
+        )
     return ExtensionFile(name, file, digest)
 
 
@@ -478,8 +561,10 @@ def _extension_path(cache: backend.Cache, module: types.ModuleType | str) -> str
     for path in candidates:
         if path and os.path.exists(path):
             return path
-    raise ArtifactError(f"the built extension {name} is no longer on disk (was the cache cleared?); "
-                        "build it again (`ppy build -f`, or re-run its %%ppy cell) and retry")
+    raise ArtifactError(
+        f"the built extension {name} is no longer on disk (was the cache cleared?); "
+        "build it again (`ppy build -f`, or re-run its %%ppy cell) and retry"
+    )
 
 
 # ---- ppy build ----------------------------------------------------------------------------------
@@ -489,8 +574,9 @@ def default_output(stem: str) -> str:
     return os.path.abspath(f"{stem}-ppy")
 
 
-def build_program(path: str, out_dir: str | None = None, *, cache: backend.Cache, strict: bool = False,
-                  force: bool = False) -> tuple[Written, str]:
+def build_program(
+    path: str, out_dir: str | None = None, *, cache: backend.Cache, strict: bool = False, force: bool = False
+) -> tuple[Written, str]:
     """Compile FILE's regions (like ``ppy run``, without running it) and write its artifact.
 
     Returns what was written and the build summary.
@@ -515,20 +601,36 @@ def build_program(path: str, out_dir: str | None = None, *, cache: backend.Cache
         raise ArtifactError(f"no region of {path} was built, so there is no artifact to write ({why})")
     lines = source.splitlines()
     tree = ast.parse(source, path)
-    last_lines = {(node.name, _first_line(node)): node.end_lineno for node in tree.body
-                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    last_lines = {
+        (node.name, _first_line(node)): node.end_lineno
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
     devices = region.built_device_types()
     top, _nested = pipeline.decorated_functions(tree, collect_globals(tree, namespace))
     levels = {(node.name, _first_line(node)): level for node, level in top}
-    records = [region_record(spec, binder.module.__name__, lines, spec.first_line,
-                             last_lines.get(key) or spec.first_line, devices,
-                             levels.get(key, decorator.DEFAULT_LEVEL))
-               for key, spec in sorted(binder.regions.items(), key=lambda kv: kv[0][1])]
+    records = [
+        region_record(
+            spec,
+            binder.module.__name__,
+            lines,
+            spec.first_line,
+            last_lines.get(key) or spec.first_line,
+            devices,
+            levels.get(key, decorator.DEFAULT_LEVEL),
+        )
+        for key, spec in sorted(binder.regions.items(), key=lambda kv: kv[0][1])
+    ]
     written = write_artifact(
-        out_dir, stem, source, os.path.basename(path), records,
+        out_dir,
+        stem,
+        source,
+        os.path.basename(path),
+        records,
         {binder.module.__name__: _extension_path(cache, binder.module)},
         (binder.runtime.__name__, _extension_path(cache, binder.runtime)),
-        {k: e.reason for k, e in binder.failures.items()})
+        {k: e.reason for k, e in binder.failures.items()},
+    )
     return written, report.summary()
 
 
@@ -558,12 +660,17 @@ def build_command(file: str, output: str | None, *, strict: bool = False, force:
 def regions_in(namespace: dict[str, Any], names: list[str]) -> list[Any]:
     """The regions named (or, with no names, every region bound under its own name in `namespace`)."""
     if not names:
-        found = [v for k, v in namespace.items()
-                 if getattr(v, "__ppy_region__", False) is True and getattr(v, "__name__", None) == k
-                 and hasattr(v, "__ppy_info__")]
+        found = [
+            v
+            for k, v in namespace.items()
+            if getattr(v, "__ppy_region__", False) is True
+            and getattr(v, "__name__", None) == k
+            and hasattr(v, "__ppy_info__")
+        ]
         if not found:
-            raise ArtifactError("there is no region in this kernel to export; run a %%ppy cell with "
-                                "@ppy.opt functions first")
+            raise ArtifactError(
+                "there is no region in this kernel to export; run a %%ppy cell with @ppy.opt functions first"
+            )
         return found
     out = []
     for name in names:
@@ -577,8 +684,7 @@ def regions_in(namespace: dict[str, Any], names: list[str]) -> list[Any]:
     return out
 
 
-def export_regions(name: str, functions: list[Any], out_dir: str | None = None, *,
-                   cache: backend.Cache) -> Written:
+def export_regions(name: str, functions: list[Any], out_dir: str | None = None, *, cache: backend.Cache) -> Written:
     """Write the artifact of regions bound in this process, importable as `name`.
 
     Its program holds each function's source as it was compiled, and the
@@ -586,8 +692,10 @@ def export_regions(name: str, functions: list[Any], out_dir: str | None = None, 
     the values the regions froze at compile time.
     """
     if not name.isidentifier() or name in sys.stdlib_module_names:
-        raise ArtifactError(f"'{name}' cannot be a module name of its own: use a Python identifier that "
-                            "is not a standard library module")
+        raise ArtifactError(
+            f"'{name}' cannot be a module name of its own: use a Python identifier that "
+            "is not a standard library module"
+        )
     check_stem(name, "the module name")
     out_dir = check_output(out_dir or default_output(name))
     header: dict[str, str] = {}  # global name -> the statement that binds it
@@ -607,14 +715,18 @@ def export_regions(name: str, functions: list[Any], out_dir: str | None = None, 
                 continue  # a builtin, or a name the function would not find either
             value = spec.frozen_globals[gname] if frozen else g[gname]
             if gname in values and not _same_value(values[gname], value):
-                raise ArtifactError(f"the regions disagree on the global '{gname}' ({values[gname]!r} vs "
-                                    f"{value!r} in '{spec.name}'); export them separately")
+                raise ArtifactError(
+                    f"the regions disagree on the global '{gname}' ({values[gname]!r} vs "
+                    f"{value!r} in '{spec.name}'); export them separately"
+                )
             values[gname] = value
             header[gname] = _binding(gname, value, spec.name)
         chunks.append((fn, spec, lines))
-    program = [f"# Exported from a notebook by %ppy_export: {', '.join(s.name for _, s, _ in chunks)}.",
-               f"# `import {name}` binds them as regions loaded from the extensions beside this file.",
-               *sorted(header.values(), key=_statement_order)]
+    program = [
+        f"# Exported from a notebook by %ppy_export: {', '.join(s.name for _, s, _ in chunks)}.",
+        f"# `import {name}` binds them as regions loaded from the extensions beside this file.",
+        *sorted(header.values(), key=_statement_order),
+    ]
     records, extensions = [], {}
     devices_of = {}
     for fn, spec, lines in chunks:
@@ -625,11 +737,21 @@ def export_regions(name: str, functions: list[Any], out_dir: str | None = None, 
         records.append((spec, first, len(program), fn.__ppy_info__.module_name, fn.__ppy_info__.level))
         extensions[fn.__ppy_info__.module_name] = _extension_path(cache, fn.__ppy_info__.module_name)
     program_lines = program + [""]
-    regions = [region_record(spec, ext, program_lines, first, last, devices_of[spec.name], level)
-               for spec, first, last, ext, level in records]
+    regions = [
+        region_record(spec, ext, program_lines, first, last, devices_of[spec.name], level)
+        for spec, first, last, ext, level in records
+    ]
     runtime = _runtime_of(next(iter(runtime_types)))
-    written = write_artifact(out_dir, name, "\n".join(program_lines), EXPORTED, regions, extensions,
-                          (runtime.__name__, _extension_path(cache, runtime)), {})
+    written = write_artifact(
+        out_dir,
+        name,
+        "\n".join(program_lines),
+        EXPORTED,
+        regions,
+        extensions,
+        (runtime.__name__, _extension_path(cache, runtime)),
+        {},
+    )
     return dataclasses.replace(written, module_name=name)
 
 
@@ -642,12 +764,17 @@ def _function_source(py: Callable, spec: RegionSpec) -> tuple[ast.FunctionDef, l
         tree = None
     if tree is not None:
         for node in tree.body:
-            if isinstance(node, ast.FunctionDef) and node.name == code.co_name \
-                    and _first_line(node) == code.co_firstlineno:
-                lines = text.splitlines()[code.co_firstlineno - 1:node.end_lineno]
+            if (
+                isinstance(node, ast.FunctionDef)
+                and node.name == code.co_name
+                and _first_line(node) == code.co_firstlineno
+            ):
+                lines = text.splitlines()[code.co_firstlineno - 1 : node.end_lineno]
                 return node, lines
-    raise ArtifactError(f"the source of '{spec.name}' is no longer available (its cell's text is gone from "
-                        "this kernel); re-run its %%ppy cell and export again")
+    raise ArtifactError(
+        f"the source of '{spec.name}' is no longer available (its cell's text is gone from "
+        "this kernel); re-run its %%ppy cell and export again"
+    )
 
 
 def _statement_order(statement: str) -> tuple[int, str]:
@@ -656,18 +783,26 @@ def _statement_order(statement: str) -> tuple[int, str]:
 
 def _free_names(node: ast.FunctionDef) -> list[str]:
     """Global names `node` reads: in decorators, annotations and defaults, and in its body."""
-    outer: list[ast.AST] = [*node.decorator_list, *node.args.defaults,
-                            *[d for d in node.args.kw_defaults if d is not None]]
-    args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
-            *[a for a in (node.args.vararg, node.args.kwarg) if a is not None]]
+    outer: list[ast.AST] = [
+        *node.decorator_list,
+        *node.args.defaults,
+        *[d for d in node.args.kw_defaults if d is not None],
+    ]
+    args = [
+        *node.args.posonlyargs,
+        *node.args.args,
+        *node.args.kwonlyargs,
+        *[a for a in (node.args.vararg, node.args.kwarg) if a is not None],
+    ]
     outer += [a.annotation for a in args if a.annotation is not None]
     if node.returns is not None:
         outer.append(node.returns)
     params = {a.arg for a in args}
-    local = {n.id for stmt in node.body for n in ast.walk(stmt)
-             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    local = {
+        n.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
     names: list[str] = []
-    for root, skip in ([(o, set()) for o in outer] + [(s, params | local) for s in node.body]):
+    for root, skip in [(o, set()) for o in outer] + [(s, params | local) for s in node.body]:
         for n in ast.walk(root):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in skip | set(names):
                 names.append(n.id)
@@ -687,15 +822,20 @@ def _binding(gname: str, value: Any, function: str) -> str:
     if type(value) in (int, bool):
         return f"{gname} = {value!r}"
     if type(value) is float:
-        return f"{gname} = {value!r}" if value == value and abs(value) != float("inf") \
+        return (
+            f"{gname} = {value!r}"
+            if value == value and abs(value) != float("inf")
             else f"{gname} = float({str(value)!r})"
+        )
     where = importable_name(value)
     if where is not None:
         mod, attr = where
         return f"from {mod} import {attr}" if attr == gname else f"from {mod} import {attr} as {gname}"
-    raise ArtifactError(f"'{function}' reads the global '{gname}' (a {type(value).__name__}), which an "
-                        "exported module cannot recreate; make it a number or a module attribute, or pass it "
-                        "as an argument")
+    raise ArtifactError(
+        f"'{function}' reads the global '{gname}' (a {type(value).__name__}), which an "
+        "exported module cannot recreate; make it a number or a module attribute, or pass it "
+        "as an argument"
+    )
 
 
 def _runtime_of(region_type: type) -> types.ModuleType:
@@ -796,22 +936,28 @@ class ArtifactBinder:
         record = next((r for r in self.manifest.regions if r.key == key), None)
         if record is None:
             reason = self.manifest.python_functions.get(key) or (
-                "the artifact has no region for it (the program changed since it was built?)")
+                "the artifact has no region for it (the program changed since it was built?)"
+            )
             fn.__ppy_reason__ = reason  # type: ignore[attr-defined]
             return fn
         stale = self._stale(record, fn)
         if stale is None:
             try:
-                reg = region.make_region(self.runtime, self.modules[record.extension],
-                                         record.spec(self.program_path), fn, record.level)
+                reg = region.make_region(
+                    self.runtime, self.modules[record.extension], record.spec(self.program_path), fn, record.level
+                )
             except Exception as exc:  # an extension that does not fit this runtime: run the Python body
                 stale = f"it could not be bound ({type(exc).__name__}: {exc})"
             else:
                 self.bound.append(reg)
                 return reg
         fn.__ppy_reason__ = stale  # type: ignore[attr-defined]
-        warnings.warn(f"ppy: '{record.name}' from the artifact in {self.directory} runs as Python: {stale}. "
-                      f"Rebuild the artifact to compile it again.", PpyArtifactWarning, stacklevel=3)
+        warnings.warn(
+            f"ppy: '{record.name}' from the artifact in {self.directory} runs as Python: {stale}. "
+            f"Rebuild the artifact to compile it again.",
+            PpyArtifactWarning,
+            stacklevel=3,
+        )
         return fn
 
     def _stale(self, record: RegionRecord, fn: Callable) -> str | None:
@@ -827,15 +973,20 @@ class ArtifactBinder:
     def message(self) -> str:
         """The one warning a process gets when the artifact's regions were not loaded."""
         regions = self.manifest.regions if self.manifest else ()
-        what = (f"its {len(regions)} region{'s' if len(regions) != 1 else ''} "
-                f"({', '.join(r.name for r in regions)})" if regions else "its functions")
+        what = (
+            f"its {len(regions)} region{'s' if len(regions) != 1 else ''} ({', '.join(r.name for r in regions)})"
+            if regions
+            else "its functions"
+        )
         origin = self.manifest.origin if self.manifest and self.manifest.origin else "FILE.ppy"
         if origin == EXPORTED:
             again = "export it again with %ppy_export from a kernel with this torch and Python"
         else:
             again = f"rebuild it with this torch and Python: ppy build {origin} -o {self.directory}"
-        return (f"ppy: the artifact in {self.directory} was not loaded, so {what} run as Python "
-                f"(same results, without the speed-up): {self.problem}. To load it, {again}")
+        return (
+            f"ppy: the artifact in {self.directory} was not loaded, so {what} run as Python "
+            f"(same results, without the speed-up): {self.problem}. To load it, {again}"
+        )
 
 
 def open_artifact(directory: str, program_path: str, source: str) -> ArtifactBinder:
@@ -885,8 +1036,10 @@ def exec_program(loader_file: str, namespace: dict[str, Any], program: str) -> N
         with open(program_path, encoding="utf-8") as fh:
             source = fh.read()
     except OSError as exc:
-        raise ArtifactError(f"the artifact in {directory} is incomplete: cannot read {program} "
-                            f"({exc.strerror}); copy the whole directory or rebuild it") from None
+        raise ArtifactError(
+            f"the artifact in {directory} is incomplete: cannot read {program} "
+            f"({exc.strerror}); copy the whole directory or rebuild it"
+        ) from None
     binder = open_artifact(directory, program_path, source)
     if binder.problem is not None:
         warnings.warn(binder.message(), PpyArtifactWarning, stacklevel=2)

@@ -28,16 +28,24 @@ import tempfile
 import threading
 import time
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
-
 
 from ..errors import BuildError
 from . import prelude
 from .diagnostics import first_error
 from .toolchain import (
-    CELL_CFLAGS, CFLAGS, EXT_SUFFIX, RUNTIME_DIR, build_jobs, compiler_name, ninja_on_path,
-    prelude_identity, read_text, toolchain_key, toolchain_ready,
+    CELL_CFLAGS,
+    CFLAGS,
+    EXT_SUFFIX,
+    RUNTIME_DIR,
+    build_jobs,
+    compiler_name,
+    ninja_on_path,
+    prelude_identity,
+    read_text,
+    toolchain_key,
+    toolchain_ready,
 )
 
 # ---- where the cache lives ---------------------------------------------------
@@ -104,7 +112,7 @@ def code_without_comments(text: str) -> str:
             j = i + 1
             while j < n and text[j] != c and text[j] != "\n":
                 j += 2 if text[j] == "\\" else 1
-            out.append(text[i:j + 1])
+            out.append(text[i : j + 1])
             i = j + 1
         elif text.startswith("//", i):
             j = text.find("\n", i)
@@ -187,18 +195,28 @@ class Cache:
             private = tempfile.mkdtemp(prefix="ppy-private-cache-")
             still = _prepare(private)
             if still:
-                raise BuildError(f"cannot use the cache directory ({problem}) nor a private one ({still}); "
-                                 "set PPY_CACHE_DIR to a directory only you can write")
+                raise BuildError(
+                    f"cannot use the cache directory ({problem}) nor a private one ({still}); "
+                    "set PPY_CACHE_DIR to a directory only you can write"
+                )
             self._private, self._unsafe = private, problem
             self.notes.append(
                 f"not loading compiled code from the cache directory: {problem}. This session builds in "
                 f"the private directory {private} instead (nothing is reused across sessions). Fix it with "
-                f"`chmod go-w {self.root}`, or set PPY_CACHE_DIR to a directory only you can write.")
+                f"`chmod go-w {self.root}`, or set PPY_CACHE_DIR to a directory only you can write."
+            )
             return private
 
     # lookup and build
-    def load(self, name: str, text: str, *, include_paths: tuple[str, ...] = (), force: bool = False,
-             on_build: Callable[[], None] | None = None) -> BuildResult:
+    def load(
+        self,
+        name: str,
+        text: str,
+        *,
+        include_paths: tuple[str, ...] = (),
+        force: bool = False,
+        on_build: Callable[[], None] | None = None,
+    ) -> BuildResult:
         t0 = time.perf_counter()
         with self._lock:
             if not force and name in self.memory:
@@ -268,8 +286,10 @@ class Cache:
             reason, recurs = rejected
             with _flock(self._prelude_lock()):
                 pre.mark_unusable("rejected", reason, permanent=recurs)
-            self.notes.append(f"the compiler rejected the precompiled prelude ({reason}); {name} is built "
-                              "with plain includes" + ("" if recurs else "; the prelude is rebuilt next time"))
+            self.notes.append(
+                f"the compiler rejected the precompiled prelude ({reason}); {name} is built "
+                "with plain includes" + ("" if recurs else "; the prelude is rebuilt next time")
+            )
             return self._compile(name, text, list(CELL_CFLAGS), includes)
 
     def _compile(self, name: str, text: str, cflags: list[str], includes: list[str]) -> types.ModuleType:
@@ -285,8 +305,15 @@ class Cache:
         try:
             # verbose=False: ninja's output is captured and, on failure, part of the exception.
             module = cpp_extension.load_inline(
-                name=name, cpp_sources=[text], extra_cflags=cflags, extra_include_paths=includes,
-                build_directory=bdir, verbose=False, is_python_module=True, no_implicit_headers=True)
+                name=name,
+                cpp_sources=[text],
+                extra_cflags=cflags,
+                extra_include_paths=includes,
+                build_directory=bdir,
+                verbose=False,
+                is_python_module=True,
+                no_implicit_headers=True,
+            )
         except Exception as exc:
             log = str(exc)
             raise BuildError(f"C++ build of {name} failed{first_error(log)}", log) from None
@@ -317,8 +344,10 @@ class Cache:
         with open(tmp, "rb") as fh:
             digest = hashlib.sha256(fh.read()).hexdigest()
         with open(tmp + ".json", "w", encoding="utf-8") as fh:
-            json.dump({"name": name, "sha256": digest, "built": time.time(),
-                       "toolchain": toolchain_key().splitlines()[:5]}, fh)
+            json.dump(
+                {"name": name, "sha256": digest, "built": time.time(), "toolchain": toolchain_key().splitlines()[:5]},
+                fh,
+            )
         os.replace(tmp + ".json", self.so_path(name) + ".json")
         os.replace(tmp, self.so_path(name))
 
@@ -368,8 +397,9 @@ class Cache:
     def entries(self) -> list[tuple[str, int]]:
         if not os.path.isdir(self.lib):
             return []
-        return sorted((f, os.path.getsize(os.path.join(self.lib, f))) for f in os.listdir(self.lib)
-                      if f.endswith(EXT_SUFFIX))
+        return sorted(
+            (f, os.path.getsize(os.path.join(self.lib, f))) for f in os.listdir(self.lib) if f.endswith(EXT_SUFFIX)
+        )
 
     def info(self, listed: int = 12) -> str:
         """Directory, entries with sizes, prelude status: what ``%ppy_cache info`` prints."""
@@ -379,8 +409,10 @@ class Cache:
         lines = [f"cache directory: {self.root}"]
         if self._private:
             lines.append(f"  not used ({self._unsafe}); this session builds in {self._private}")
-        lines.append(f"entries: {len(entries)} module(s), {_size(total)}: {len(entries) - len(runtimes)} "
-                     f"cell module(s), {len(runtimes)} runtime(s)")
+        lines.append(
+            f"entries: {len(entries)} module(s), {_size(total)}: {len(entries) - len(runtimes)} "
+            f"cell module(s), {len(runtimes)} runtime(s)"
+        )
         by_age = sorted(entries, key=lambda e: _mtime(os.path.join(self.lib, e[0])), reverse=True)
         for file, size in by_age[:listed]:
             kind = "runtime" if file.startswith("ppy_runtime_") else "cell"
@@ -393,8 +425,10 @@ class Cache:
         others = [d for d in glob.glob(os.path.join(self.base, "prelude", "*")) if d != current.directory]
         if others:
             size = sum(_mtime_size(f)[1] for d in others for f in glob.glob(os.path.join(d, "*")))
-            lines.append(f"  and {len(others)} older prelude(s), {_size(size)}, from other toolchains or op "
-                         "tables (`%ppy_cache clear` removes them)")
+            lines.append(
+                f"  and {len(others)} older prelude(s), {_size(size)}, from other toolchains or op "
+                "tables (`%ppy_cache clear` removes them)"
+            )
         lines.append(f"runtime for this toolchain: {'built' if self.has(runtime_name()) else 'not built yet'}")
         lines.append(f"loaded in this process: {len(self.memory)}")
         return "\n".join(lines)
@@ -510,8 +544,11 @@ class WarmupReport:
     notes: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        lines = [f"runtime: {self.runtime}", f"prelude: {self.prelude}",
-                 f"{'ready' if self.ok else 'not ready'} after {self.seconds:.1f} s"]
+        lines = [
+            f"runtime: {self.runtime}",
+            f"prelude: {self.prelude}",
+            f"{'ready' if self.ok else 'not ready'} after {self.seconds:.1f} s",
+        ]
         return "\n".join(lines + [f"note: {n}" for n in self.notes])
 
 
@@ -523,8 +560,9 @@ def warmup(cache: Cache, *, force: bool = False) -> WarmupReport:
     t0 = time.perf_counter()
     status = toolchain_ready()
     if not status:
-        return WarmupReport(f"cannot build: {status}", cache.prelude().status().describe(),
-                            time.perf_counter() - t0, False)
+        return WarmupReport(
+            f"cannot build: {status}", cache.prelude().status().describe(), time.perf_counter() - t0, False
+        )
     ninja_on_path(status.ninja)
     cache.ensure_dirs()
     with concurrent.futures.ThreadPoolExecutor(max_workers=build_jobs()) as pool:
@@ -532,8 +570,9 @@ def warmup(cache: Cache, *, force: bool = False) -> WarmupReport:
         pre = pool.submit(cache.ready_prelude, force=force)
         try:
             got = runtime.result()
-            runtime_text = {"memory": "already loaded", "disk": "already built (on disk)",
-                            "build": "built"}[got.source] + f" in {got.seconds:.1f} s"
+            runtime_text = {"memory": "already loaded", "disk": "already built (on disk)", "build": "built"}[
+                got.source
+            ] + f" in {got.seconds:.1f} s"
             ok = True
         except BuildError as err:
             runtime_text, ok = f"build failed: {err}", False

@@ -53,9 +53,18 @@ class CellCode:
 # ---- literals -----------------------------------------------------------------------------
 
 _DTYPE_NAMES = {
-    torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
-    torch.int8: "Char", torch.uint8: "Byte", torch.int16: "Short", torch.int32: "Int", torch.int64: "Long",
-    torch.bool: "Bool", torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
+    torch.float32: "Float",
+    torch.float64: "Double",
+    torch.float16: "Half",
+    torch.bfloat16: "BFloat16",
+    torch.int8: "Char",
+    torch.uint8: "Byte",
+    torch.int16: "Short",
+    torch.int32: "Int",
+    torch.int64: "Long",
+    torch.bool: "Bool",
+    torch.complex64: "ComplexFloat",
+    torch.complex128: "ComplexDouble",
     torch.complex32: "ComplexHalf",
 }
 
@@ -116,7 +125,7 @@ def _strip(cpp: str) -> str:
     t = cpp.replace("const ", "").replace("&", "").strip()
     for opt in ("::std::optional<", "std::optional<", "c10::optional<"):
         if t.startswith(opt):
-            return t[len(opt):-1].strip()
+            return t[len(opt) : -1].strip()
     if t == "at::OptionalIntArrayRef":
         return "at::IntArrayRef"
     if t == "at::OptionalSymIntArrayRef":
@@ -212,8 +221,12 @@ def _index(items: tuple[ir.IndexItem, ...], tensor: Any) -> str:
         elif it.what == "ellipsis":
             parts.append("at::indexing::TensorIndex(at::indexing::Ellipsis)")
         else:
-            bounds = ["::std::optional<c10::SymInt>()" if b is None else
-                      f"::std::optional<c10::SymInt>(static_cast<int64_t>({atom(b)}))" for b in it.atoms]
+            bounds = [
+                "::std::optional<c10::SymInt>()"
+                if b is None
+                else f"::std::optional<c10::SymInt>(static_cast<int64_t>({atom(b)}))"
+                for b in it.atoms
+            ]
             parts.append(f"at::indexing::TensorIndex(at::indexing::Slice({', '.join(bounds)}))")
     return "{" + ", ".join(parts) + "}"
 
@@ -232,8 +245,13 @@ def expr(e: ir.Expr) -> str:
 
 def _decl(var: ir.Var) -> str:
     ctype = ir.CPP_TYPES[var.kind]
-    init = {ir.FLOAT: " = 0.0", ir.INT: " = 0", ir.BOOL: " = false",
-            ir.DTYPE: " = at::ScalarType::Undefined", ir.DEVICE: " = at::Device(at::kCPU)"}.get(var.kind, "")
+    init = {
+        ir.FLOAT: " = 0.0",
+        ir.INT: " = 0",
+        ir.BOOL: " = false",
+        ir.DTYPE: " = at::ScalarType::Undefined",
+        ir.DEVICE: " = at::Device(at::kCPU)",
+    }.get(var.kind, "")
     return f"{ctype} {NAME(var)}{init};"
 
 
@@ -254,10 +272,7 @@ def _uses(stmt: ir.Stmt) -> set[str]:
                 add(i)
 
     def add_expr(e: Any) -> None:
-        if isinstance(e, ir.Call):
-            for a in e.args:
-                add(a)
-        elif isinstance(e, (ir.Cpp, ir.CallFunction)):
+        if isinstance(e, ir.Call) or isinstance(e, (ir.Cpp, ir.CallFunction)):
             for a in e.args:
                 add(a)
         elif isinstance(e, ir.GetItem):
@@ -359,8 +374,9 @@ class Emitter:
         elif isinstance(s, ir.SetItem):
             self.line(depth, s.line)
             if s.value.kind == ir.TENSOR:
-                self.out(depth, f"at::indexing::set_item({atom(s.tensor)}, {_index(s.index, s.tensor)}, "
-                                f"{atom(s.value)});")
+                self.out(
+                    depth, f"at::indexing::set_item({atom(s.tensor)}, {_index(s.index, s.tensor)}, {atom(s.value)});"
+                )
             else:  # Python passes a bool value as an int (THPUtils_unpackIndex)
                 kind = ir.INT if s.value.kind == ir.BOOL else s.value.kind
                 scalar = f"at::Scalar(static_cast<{_SCALAR_CPP[kind]}>({atom(s.value)}))"
@@ -380,9 +396,13 @@ class Emitter:
             self.line(depth, s.line)
             v = NAME(s.var)
             step = atom(s.step)
-            cond = (f"{v} < {atom(s.stop)}" if isinstance(s.step, ir.Const) and s.step.value > 0 else
-                    f"{v} > {atom(s.stop)}" if isinstance(s.step, ir.Const) else
-                    f"({step} > 0 ? {v} < {atom(s.stop)} : {v} > {atom(s.stop)})")
+            cond = (
+                f"{v} < {atom(s.stop)}"
+                if isinstance(s.step, ir.Const) and s.step.value > 0
+                else f"{v} > {atom(s.stop)}"
+                if isinstance(s.step, ir.Const)
+                else f"({step} > 0 ? {v} < {atom(s.stop)} : {v} > {atom(s.stop)})"
+            )
             self.out(depth, f"for (int64_t {v} = {atom(s.start)}; {cond}; {v} += {step}) {{")
             self.current_line = 0
             self.block(s.body, depth + 1)
@@ -420,8 +440,10 @@ def _param_decl(p: ir.Param, i: int) -> str:
     if p.kind == ir.TENSOR:
         return f"const at::Tensor& {n} = *ppy_args[{i}].t;"
     if p.kind == ir.OPT_TENSOR:
-        return (f"const ::std::optional<at::Tensor> {n} = ppy_args[{i}].none ? ::std::optional<at::Tensor>() "
-                f": ::std::optional<at::Tensor>(*ppy_args[{i}].t);")
+        return (
+            f"const ::std::optional<at::Tensor> {n} = ppy_args[{i}].none ? ::std::optional<at::Tensor>() "
+            f": ::std::optional<at::Tensor>(*ppy_args[{i}].t);"
+        )
     if p.kind == ir.TENSORS:
         return f"const std::vector<at::Tensor>& {n} = *ppy_args[{i}].tl;"
     if p.kind == ir.STR:
@@ -434,9 +456,13 @@ def _param_decl(p: ir.Param, i: int) -> str:
 def _helper_cpp(h: ir.Helper, source_lines: dict[int, str]) -> list[str]:
     ret = "std::tuple<" + ", ".join(ir.CPP_TYPES[k] for k in h.result_kinds) + ">"
     params = ["int& ppy_line"] + [
-        (f"const {ir.CPP_TYPES[p.kind]}& {NAME(p)}" if p.kind in (ir.TENSOR, ir.TENSORS, ir.INTS, ir.STR,
-                                                                   ir.OPT_TENSOR)
-         else f"{ir.CPP_TYPES[p.kind]} {NAME(p)}") for p in h.params]
+        (
+            f"const {ir.CPP_TYPES[p.kind]}& {NAME(p)}"
+            if p.kind in (ir.TENSOR, ir.TENSORS, ir.INTS, ir.STR, ir.OPT_TENSOR)
+            else f"{ir.CPP_TYPES[p.kind]} {NAME(p)}"
+        )
+        for p in h.params
+    ]
     em = Emitter(h.symbol, source_lines, h.track_lines, helper=True)
     em.out(0, f"[[maybe_unused]] {ret} {h.symbol}({', '.join(params)}) {{")
     em.out(1, "(void)ppy_line;")
@@ -495,17 +521,19 @@ def _headers(functions: list[ir.Function]) -> list[str]:
 
 def generate(functions: list[ir.Function]) -> CellCode:
     headers = _headers(functions)
-    head = ["// Generated by ppy_magic: the ATen regions of one cell.",
-            # First: gcc uses the prelude's precompiled form (prelude.py, build.py) only before other code.
-            '#include "ppy_prelude.h"',
-            "#include <Python.h>",
-            f'#include "{REGION_HEADER}"',
-            *[f"#include <{h}>" for h in headers],
-            "#include <limits>",
-            "#include <tuple>",
-            "",
-            "namespace {",
-            ""]
+    head = [
+        "// Generated by ppy_magic: the ATen regions of one cell.",
+        # First: gcc uses the prelude's precompiled form (prelude.py, build.py) only before other code.
+        '#include "ppy_prelude.h"',
+        "#include <Python.h>",
+        f'#include "{REGION_HEADER}"',
+        *[f"#include <{h}>" for h in headers],
+        "#include <limits>",
+        "#include <tuple>",
+        "",
+        "namespace {",
+        "",
+    ]
     lines = list(head)
     line_map: dict[int, tuple[str, int]] = {}
     specs = []
@@ -520,34 +548,48 @@ def generate(functions: list[ir.Function]) -> CellCode:
             line_map[base + offset + 1] = (fn.name, pyline)
         lines += body + [f"}}  // namespace ppy_r{index}", ""]
         notes = {ln: f"ppy region '{fn.qualname}', line {ln}: {src}" for ln, src in fn.source_lines.items()}
-        specs.append(RegionSpec(
-            index=index, name=fn.name, qualname=fn.qualname, symbol=symbol, kinds=fn.kinds, ret=fn.ret,
-            param_names=tuple(p.name for p in fn.params),
-            defaults=tuple(p.default for p in fn.params if p.has_default),
-            line_notes=notes, first_line=fn.first_line, filename=fn.filename,
-            frozen_globals=dict(fn.frozen_globals), cpp="\n".join(body), result_types=fn.result_types))
+        specs.append(
+            RegionSpec(
+                index=index,
+                name=fn.name,
+                qualname=fn.qualname,
+                symbol=symbol,
+                kinds=fn.kinds,
+                ret=fn.ret,
+                param_names=tuple(p.name for p in fn.params),
+                defaults=tuple(p.default for p in fn.params if p.has_default),
+                line_notes=notes,
+                first_line=fn.first_line,
+                filename=fn.filename,
+                frozen_globals=dict(fn.frozen_globals),
+                cpp="\n".join(body),
+                result_types=fn.result_types,
+            )
+        )
     entries = ", ".join(f'{{"{s.name}", &ppy_r{s.index}::{s.symbol}}}' for s in specs) or "{nullptr, nullptr}"
-    lines += [f"const ppy::RegionInfo ppy_regions[] = {{{entries}}};",
-              f"const ppy::RegionTable ppy_table = {{ppy::kAbiVersion, {len(specs)}, ppy_regions}};",
-              "",
-              "#define PPY_CAT_(a, b) a##b",
-              "#define PPY_CAT(a, b) PPY_CAT_(a, b)",
-              "#define PPY_STR_(a) #a",
-              "#define PPY_STR(a) PPY_STR_(a)",
-              "PyModuleDef ppy_module = {PyModuleDef_HEAD_INIT, PPY_STR(TORCH_EXTENSION_NAME), nullptr, -1, nullptr};",
-              "",
-              "}  // namespace",
-              "",
-              "PyMODINIT_FUNC PPY_CAT(PyInit_, TORCH_EXTENSION_NAME)(void) {",
-              "  PyObject* m = PyModule_Create(&ppy_module);",
-              "  if (!m) return nullptr;",
-              "  PyObject* cap = PyCapsule_New(const_cast<ppy::RegionTable*>(&ppy_table), \"ppy.RegionTable\", nullptr);",
-              "  if (!cap || PyModule_AddObject(m, \"__ppy_regions__\", cap) < 0) {",
-              "    Py_XDECREF(cap);",
-              "    Py_DECREF(m);",
-              "    return nullptr;",
-              "  }",
-              "  return m;",
-              "}",
-              ""]
+    lines += [
+        f"const ppy::RegionInfo ppy_regions[] = {{{entries}}};",
+        f"const ppy::RegionTable ppy_table = {{ppy::kAbiVersion, {len(specs)}, ppy_regions}};",
+        "",
+        "#define PPY_CAT_(a, b) a##b",
+        "#define PPY_CAT(a, b) PPY_CAT_(a, b)",
+        "#define PPY_STR_(a) #a",
+        "#define PPY_STR(a) PPY_STR_(a)",
+        "PyModuleDef ppy_module = {PyModuleDef_HEAD_INIT, PPY_STR(TORCH_EXTENSION_NAME), nullptr, -1, nullptr};",
+        "",
+        "}  // namespace",
+        "",
+        "PyMODINIT_FUNC PPY_CAT(PyInit_, TORCH_EXTENSION_NAME)(void) {",
+        "  PyObject* m = PyModule_Create(&ppy_module);",
+        "  if (!m) return nullptr;",
+        '  PyObject* cap = PyCapsule_New(const_cast<ppy::RegionTable*>(&ppy_table), "ppy.RegionTable", nullptr);',
+        '  if (!cap || PyModule_AddObject(m, "__ppy_regions__", cap) < 0) {',
+        "    Py_XDECREF(cap);",
+        "    Py_DECREF(m);",
+        "    return nullptr;",
+        "  }",
+        "  return m;",
+        "}",
+        "",
+    ]
     return CellCode("\n".join(lines), tuple(headers), tuple(specs), line_map)

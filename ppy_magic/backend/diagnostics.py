@@ -5,9 +5,11 @@ from __future__ import annotations
 import bisect
 import re
 
-
-_DIAGNOSTIC = re.compile(r"^(?P<file>\S*?main\.cpp):(?P<line>\d+):(?:\d+:)?\s*(?P<kind>fatal error|error):\s*"
-                         r"(?P<message>.*)$", re.M)
+_DIAGNOSTIC = re.compile(
+    r"^(?P<file>\S*?main\.cpp):(?P<line>\d+):(?:\d+:)?\s*(?P<kind>fatal error|error):\s*"
+    r"(?P<message>.*)$",
+    re.M,
+)
 
 
 def located_errors(log: str, line_map: dict[int, tuple[str, int]], limit: int = 5) -> list[str]:

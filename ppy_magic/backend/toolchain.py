@@ -12,7 +12,6 @@ import torch
 
 from . import prelude
 
-
 RUNTIME_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
 CFLAGS = ("-O2", "-DAT_PER_OPERATOR_HEADERS", "-Wno-unused-variable", "-Wno-unused-function")
 # A cell that includes the prelude is compiled with these, and its PCH with exactly the same.
@@ -93,9 +92,10 @@ def memory_available() -> int | None:
                     found.append(int(line.split()[1]) * 1024)
     except OSError:
         pass
-    for limit_path, usage_path in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+    for limit_path, usage_path in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
         try:
             with open(limit_path, encoding="ascii") as fh:
                 limit = fh.read().strip()

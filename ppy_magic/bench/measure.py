@@ -15,8 +15,9 @@ import itertools
 import statistics
 import time
 import types
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -46,8 +47,10 @@ class EagerError(PpyError):
     def __init__(self, function: str, error: BaseException):
         self.function = function
         self.error = error
-        super().__init__(f"PyTorch eager ({function}) raised {type(error).__name__} on these arguments, "
-                         f"so nothing was timed: {error}")
+        super().__init__(
+            f"PyTorch eager ({function}) raised {type(error).__name__} on these arguments, "
+            f"so nothing was timed: {error}"
+        )
 
 
 @dataclass(frozen=True)
@@ -160,9 +163,11 @@ def pure_python(func: Callable) -> Callable:
     scope = getattr(body, "__globals__", None)
     if scope is None:
         return body
-    regions = {k: v for k, v in scope.items()
-               if not isinstance(v, type) and getattr(v, "__ppy_region__", False) is True
-               and hasattr(v, "__wrapped__")}
+    regions = {
+        k: v
+        for k, v in scope.items()
+        if not isinstance(v, type) and getattr(v, "__ppy_region__", False) is True and hasattr(v, "__wrapped__")
+    }
     if not regions:
         return body
     plain = dict(scope)
@@ -180,10 +185,17 @@ def pure_python(func: Callable) -> Callable:
     return rebind(body)
 
 
-def measure(func: Callable, args: Sequence[Any], options: BenchOptions = BenchOptions(), *,
-            name: str | None = None, arg_names: Sequence[str] | None = None, timer: Timer = time.perf_counter,
-            compile_fn: Callable[[Callable], Callable] | None = None,
-            on_progress: Progress | None = None) -> BenchResult:
+def measure(
+    func: Callable,
+    args: Sequence[Any],
+    options: BenchOptions = BenchOptions(),
+    *,
+    name: str | None = None,
+    arg_names: Sequence[str] | None = None,
+    timer: Timer = time.perf_counter,
+    compile_fn: Callable[[Callable], Callable] | None = None,
+    on_progress: Progress | None = None,
+) -> BenchResult:
     """Check and time `func` (a region), its ``__wrapped__`` body, and torch.compile of that body.
 
     Raises ``EagerError`` when eager itself rejects `args` (nothing else runs)
@@ -244,10 +256,17 @@ def measure(func: Callable, args: Sequence[Any], options: BenchOptions = BenchOp
         calls, fallbacks = calls_after - counters_before[0], fallbacks_after - counters_before[1]
         last_reason = getattr(func, "last_fallback_reason", None) if fallbacks else None
     return BenchResult(
-        function=name, variants=variants,
+        function=name,
+        variants=variants,
         arguments=tuple(_describe(n, a) for n, a in zip(arg_names, step.args)),
-        options=options, torch_version=torch.__version__, device=_devices(step.args),
-        threads=options.threads, region_calls=calls, region_fallbacks=fallbacks, last_fallback_reason=last_reason)
+        options=options,
+        torch_version=torch.__version__,
+        device=_devices(step.args),
+        threads=options.threads,
+        region_calls=calls,
+        region_fallbacks=fallbacks,
+        last_fallback_reason=last_reason,
+    )
 
 
 # -- one call, and many -------------------------------------------------------------
@@ -272,12 +291,15 @@ class _Step:
     def prepare(cls, args: Sequence[Any], grad: bool) -> _Step:
         if not grad:
             return cls(tuple(args), (), False)
-        prepared = tuple(a.detach().requires_grad_(True)
-                         if _differentiable(a) and not a.requires_grad else a for a in args)
+        prepared = tuple(
+            a.detach().requires_grad_(True) if _differentiable(a) and not a.requires_grad else a for a in args
+        )
         targets = tuple(a for a in prepared if _differentiable(a))
         if not targets:
-            raise BenchUsageError("--grad: no argument is a floating-point or complex tensor, so there is "
-                                  "nothing to differentiate; drop --grad")
+            raise BenchUsageError(
+                "--grad: no argument is a floating-point or complex tensor, so there is "
+                "nothing to differentiate; drop --grad"
+            )
         return cls(prepared, targets, True)
 
     def reference(self, eager_fn: Callable, name: str) -> Any:
@@ -293,8 +315,9 @@ class _Step:
         if not self.grad:
             return out
         if not any(t.requires_grad for t in _tensors(out)):
-            raise BenchUsageError(f"--grad: no output of {name} requires grad, so there is no backward "
-                                  "pass to time; drop --grad")
+            raise BenchUsageError(
+                f"--grad: no output of {name} requires grad, so there is no backward pass to time; drop --grad"
+            )
         single_real = isinstance(out, torch.Tensor) and not out.is_complex()
         self.loss = torch.Tensor.sum if single_real else _sum_outputs
         try:
@@ -398,8 +421,9 @@ def _compare(got: Any, expected: Any, exact: bool) -> dict[str, Any]:
     return {"matches_eager": True, "check": "close (torch.testing.assert_close)"}
 
 
-def _compile_variant(step: _Step, eager_fn: Callable, compile_fn: Callable, expected: Any, timer: Timer,
-                     sync: Callable[[], None] | None) -> dict[str, Any]:
+def _compile_variant(
+    step: _Step, eager_fn: Callable, compile_fn: Callable, expected: Any, timer: Timer, sync: Callable[[], None] | None
+) -> dict[str, Any]:
     try:
         compiled = compile_fn(eager_fn)
         t0 = timer()
@@ -421,8 +445,10 @@ def _bitwise_difference(got: Any, want: Any, where: str) -> str | None:
             if getattr(got, attr) != getattr(want, attr):
                 return f"{where} {attr} {getattr(got, attr)} vs eager's {getattr(want, attr)}"
         same = torch.equal(got, want) or (
-            (want.is_floating_point() or want.is_complex()) and torch.equal(got.isnan(), want.isnan())
-            and torch.equal(got.nan_to_num(), want.nan_to_num()))
+            (want.is_floating_point() or want.is_complex())
+            and torch.equal(got.isnan(), want.isnan())
+            and torch.equal(got.nan_to_num(), want.nan_to_num())
+        )
         return None if same else f"{where} values differ"
     if isinstance(want, (tuple, list)):
         if type(got) is not type(want) or len(got) != len(want):
@@ -461,11 +487,16 @@ def _region_counters(func: Any) -> tuple[int, int]:
 
 def _describe(expression: str, value: Any) -> ArgumentInfo:
     if isinstance(value, torch.Tensor):
-        return ArgumentInfo(expression, type(value).__name__, tuple(value.shape), str(value.dtype).replace("torch.", ""),
-                            str(value.device), value.requires_grad)
+        return ArgumentInfo(
+            expression,
+            type(value).__name__,
+            tuple(value.shape),
+            str(value.dtype).replace("torch.", ""),
+            str(value.device),
+            value.requires_grad,
+        )
     if isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor) for v in value):
-        return ArgumentInfo(expression, f"{type(value).__name__} of {len(value)} tensors",
-                            device=_devices(value))
+        return ArgumentInfo(expression, f"{type(value).__name__} of {len(value)} tensors", device=_devices(value))
     return ArgumentInfo(expression, type(value).__name__)
 
 

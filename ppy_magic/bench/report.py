@@ -78,9 +78,12 @@ def to_frame(result: BenchResult) -> Any:
     rows = {}
     for v in result.variants:
         rows[v.label] = {
-            "best_ms": _ms(v.best_s), "median_ms": _ms(v.median_s), "iqr_ms": _ms(v.iqr_s),
+            "best_ms": _ms(v.best_s),
+            "median_ms": _ms(v.median_s),
+            "iqr_ms": _ms(v.iqr_s),
             "speedup_vs_eager": result.speedup_vs_eager(v.label),
-            "first_call_s": v.first_call_s, "matches_eager": v.matches_eager,
+            "first_call_s": v.first_call_s,
+            "matches_eager": v.matches_eager,
         }
     df = pd.DataFrame.from_dict(rows, orient="index", columns=list(COLUMNS))
     for col in COLUMNS[:-1]:
@@ -98,8 +101,17 @@ def metadata(result: BenchResult) -> dict[str, Any]:
         "torch_version": result.torch_version,
         "device": result.device,
         "threads": result.threads,
-        "arguments": [{"expression": a.expression, "type": a.type_name, "shape": a.shape, "dtype": a.dtype,
-                       "device": a.device, "requires_grad": a.requires_grad} for a in result.arguments],
+        "arguments": [
+            {
+                "expression": a.expression,
+                "type": a.type_name,
+                "shape": a.shape,
+                "dtype": a.dtype,
+                "device": a.device,
+                "requires_grad": a.requires_grad,
+            }
+            for a in result.arguments
+        ],
         "number": o.number,
         "repeat": o.repeat,
         "warmup": o.warmup,
@@ -138,12 +150,16 @@ def summary(result: BenchResult) -> str:
         parts.append(f"Eager takes {_us(eager.best_s)} per call.")
     if comp.ran:
         base, base_name = (region, "the region") if region.ran else (eager, "eager")
-        parts.append(f"torch.compile takes {_us(comp.best_s)} per call, {comp.best_s / base.best_s:.1f}× "
-                     f"{base_name}'s time; its first call (compiling) took {comp.first_call_s:.1f} s.")
+        parts.append(
+            f"torch.compile takes {_us(comp.best_s)} per call, {comp.best_s / base.best_s:.1f}× "
+            f"{base_name}'s time; its first call (compiling) took {comp.first_call_s:.1f} s."
+        )
     if result.region_fallbacks:
-        parts.append(f"The region ran its Python body on {result.region_fallbacks:,} of "
-                     f"{result.region_calls + result.region_fallbacks:,} calls "
-                     f"({result.last_fallback_reason}), so its row times that.")
+        parts.append(
+            f"The region ran its Python body on {result.region_fallbacks:,} of "
+            f"{result.region_calls + result.region_fallbacks:,} calls "
+            f"({result.last_fallback_reason}), so its row times that."
+        )
     for v in result.variants:
         if v.matches_eager is False:
             parts.append(f"{v.label}: output {v.check}.")
@@ -153,12 +169,14 @@ def summary(result: BenchResult) -> str:
 def method_note(result: BenchResult) -> str:
     o = result.options
     threads = f"{result.threads} PyTorch thread{'s' if result.threads != 1 else ''}"
-    text = (f"Method: {o.repeat} round{'s' if o.repeat != 1 else ''} of {o.number:,} calls per variant, "
-            f"interleaved round by round in this process after {o.warmup:,} warm-up calls, with {threads} and "
-            "the garbage collector off while timing. Best is the fastest round's mean per call; median and IQR "
-            "are over rounds; speedup is eager's best over the variant's. The region's output is compared with "
-            "eager's bit for bit (torch.equal, dtype, shape), torch.compile's (default mode) with "
-            "torch.testing.assert_close; torch.compile's first call compiles and is reported apart.")
+    text = (
+        f"Method: {o.repeat} round{'s' if o.repeat != 1 else ''} of {o.number:,} calls per variant, "
+        f"interleaved round by round in this process after {o.warmup:,} warm-up calls, with {threads} and "
+        "the garbage collector off while timing. Best is the fastest round's mean per call; median and IQR "
+        "are over rounds; speedup is eager's best over the variant's. The region's output is compared with "
+        "eager's bit for bit (torch.equal, dtype, shape), torch.compile's (default mode) with "
+        "torch.testing.assert_close; torch.compile's first call compiles and is reported apart."
+    )
     if o.grad:
         text += " Each call is forward + torch.autograd.grad of the summed output."
     if "cuda" in result.device:
@@ -182,8 +200,14 @@ def _cells(result: BenchResult, v: VariantTiming) -> list[str]:
             check += " (ran as Python)"
     else:
         check = f"NO: {v.check}"
-    return [f"{v.best_s * 1e3:.4f}", f"{v.median_s * 1e3:.4f}", f"{v.iqr_s * 1e3:.4f}",
-            f"{speedup:.2f}×" if speedup is not None else "", first, check]
+    return [
+        f"{v.best_s * 1e3:.4f}",
+        f"{v.median_s * 1e3:.4f}",
+        f"{v.iqr_s * 1e3:.4f}",
+        f"{speedup:.2f}×" if speedup is not None else "",
+        first,
+        check,
+    ]
 
 
 HEADINGS = ("best ms/call", "median", "IQR", "vs eager", "first call", "matches eager")
@@ -228,11 +252,15 @@ def table_html(result: BenchResult) -> str:
         if v.ran:
             cells = "".join(f"<td style='{_TD}'>{_e(c)}</td>" for c in _cells(result, v))
         else:
-            cells = (f"<td colspan='{len(HEADINGS)}' style='padding:2px 10px;text-align:left;color:#777'>"
-                     f"not run: {_e(v.skipped or '')}</td>")
+            cells = (
+                f"<td colspan='{len(HEADINGS)}' style='padding:2px 10px;text-align:left;color:#777'>"
+                f"not run: {_e(v.skipped or '')}</td>"
+            )
         rows.append(f"<tr style='{style}'>{label}{cells}</tr>")
-    return (f"<table style='border-collapse:collapse'><thead><tr><th style='text-align:left;padding:2px 10px'>"
-            f"variant</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return (
+        f"<table style='border-collapse:collapse'><thead><tr><th style='text-align:left;padding:2px 10px'>"
+        f"variant</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def bars_html(result: BenchResult, width_px: int = 320) -> str:
@@ -249,9 +277,12 @@ def bars_html(result: BenchResult, width_px: int = 320) -> str:
             f"<tr><td style='padding:1px 8px;text-align:left'>{_e(v.label)}</td>"
             f"<td style='padding:1px 0'><div style='display:inline-block;height:14px;width:{px}px;"
             f"background:{colour};vertical-align:middle'></div>"
-            f"<span style='padding-left:6px'>{_e(_us(v.best_s))}</span></td></tr>")
-    return (f"<div style='margin:6px 0 2px'>time per call (best round)</div>"
-            f"<table style='border-collapse:collapse'>{''.join(rows)}</table>")
+            f"<span style='padding-left:6px'>{_e(_us(v.best_s))}</span></td></tr>"
+        )
+    return (
+        f"<div style='margin:6px 0 2px'>time per call (best round)</div>"
+        f"<table style='border-collapse:collapse'>{''.join(rows)}</table>"
+    )
 
 
 def note_html(result: BenchResult) -> str:
@@ -262,8 +293,9 @@ def note_html(result: BenchResult) -> str:
 
 
 def to_html(result: BenchResult) -> str:
-    return (f"<div class='ppy-bench'>{header_html(result)}{table_html(result)}{bars_html(result)}"
-            f"{note_html(result)}</div>")
+    return (
+        f"<div class='ppy-bench'>{header_html(result)}{table_html(result)}{bars_html(result)}{note_html(result)}</div>"
+    )
 
 
 def _e(text: str) -> str:

@@ -18,22 +18,32 @@ from .measure import BenchResult
 
 def view(result: BenchResult) -> widgets.VBox:
     """Header (function, shapes, device, threads), table, bar chart, note on the method."""
-    return widgets.VBox([
-        widgets.HTML(report.header_html(result)),
-        widgets.HTML(report.table_html(result)),
-        bar_chart(result),
-        widgets.HTML(report.note_html(result)),
-    ])
+    return widgets.VBox(
+        [
+            widgets.HTML(report.header_html(result)),
+            widgets.HTML(report.table_html(result)),
+            bar_chart(result),
+            widgets.HTML(report.note_html(result)),
+        ]
+    )
 
 
 def bar_chart(result: BenchResult) -> widgets.VBox:
     timed = [v for v in result.variants if v.ran]
-    statistic = widgets.ToggleButtons(options=[("best round", "best"), ("median", "median")], value="best",
-                                      description="per call:", style={"button_width": "90px"})
+    statistic = widgets.ToggleButtons(
+        options=[("best round", "best"), ("median", "median")],
+        value="best",
+        description="per call:",
+        style={"button_width": "90px"},
+    )
     rows, bars, values = [], [], []
     for v in timed:
-        bar = widgets.FloatProgress(min=0.0, max=1.0, bar_style="success" if v.label == result.fastest else "info",
-                                    layout=widgets.Layout(width="320px"))
+        bar = widgets.FloatProgress(
+            min=0.0,
+            max=1.0,
+            bar_style="success" if v.label == result.fastest else "info",
+            layout=widgets.Layout(width="320px"),
+        )
         value = widgets.Label()
         rows.append(widgets.HBox([widgets.Label(v.label, layout=widgets.Layout(width="130px")), bar, value]))
         bars.append(bar)

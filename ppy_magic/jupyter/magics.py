@@ -23,9 +23,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Int, TraitError, Unicode, observe, validate
 
-from .. import decorator, region
-from .. import pipeline
-from .. import backend
+from .. import backend, decorator, pipeline, region
 from ..errors import BuildError, CompileError
 
 # `f(x);` at the end of a cell shows nothing, as in a plain cell (IPython >= 8.8 has this).
@@ -39,8 +37,9 @@ def _level(text: str) -> int:
     except ValueError:
         level = -1
     if not 0 <= level <= decorator.MAX_LEVEL:
-        raise argparse.ArgumentTypeError(f"LEVEL must be 0 (leave every function Python) to "
-                                         f"{decorator.MAX_LEVEL}, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"LEVEL must be 0 (leave every function Python) to {decorator.MAX_LEVEL}, got {text!r}"
+        )
     return level
 
 
@@ -48,19 +47,30 @@ def _level(text: str) -> int:
 class PpyMagics(Magics):
     """Compile ``@ppy.opt`` functions of a cell into ATen regions."""
 
-    strict = Bool(False, help="Raise instead of leaving a function Python when it cannot be compiled "
-                              "(like %%ppy --strict on every cell).").tag(config=True)
-    verbose = Bool(False, help="Show the generated C++ and the build command after each %%ppy cell "
-                               "(like %%ppy -v on every cell).").tag(config=True)
-    cache_dir = Unicode("", help="Where built extensions are cached (default: $PPY_CACHE_DIR, else "
-                                 "$XDG_CACHE_HOME/ppy_magic or ~/.cache/ppy_magic).").tag(config=True)
+    strict = Bool(
+        False,
+        help="Raise instead of leaving a function Python when it cannot be compiled "
+        "(like %%ppy --strict on every cell).",
+    ).tag(config=True)
+    verbose = Bool(
+        False, help="Show the generated C++ and the build command after each %%ppy cell (like %%ppy -v on every cell)."
+    ).tag(config=True)
+    cache_dir = Unicode(
+        "",
+        help="Where built extensions are cached (default: $PPY_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/ppy_magic or ~/.cache/ppy_magic).",
+    ).tag(config=True)
     show_build_status = Bool(True, help="Show a live 'building ...' line while a cell builds.").tag(config=True)
-    default_level = Int(decorator.DEFAULT_LEVEL,
-                        help="The level of a bare @ppy.opt or @ppy.opt() (0 never compiles; 1-3 compile). "
-                             "%%ppy -O LEVEL overrides every level of one cell.").tag(config=True)
-    warn_fallback = Bool(False, help="Warn once per function and reason when a region runs its Python "
-                                     "body because a guard failed (ppy_magic.explain(f) shows the counts)."
-                         ).tag(config=True)
+    default_level = Int(
+        decorator.DEFAULT_LEVEL,
+        help="The level of a bare @ppy.opt or @ppy.opt() (0 never compiles; 1-3 compile). "
+        "%%ppy -O LEVEL overrides every level of one cell.",
+    ).tag(config=True)
+    warn_fallback = Bool(
+        False,
+        help="Warn once per function and reason when a region runs its Python "
+        "body because a guard failed (ppy_magic.explain(f) shows the counts).",
+    ).tag(config=True)
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
@@ -75,8 +85,7 @@ class PpyMagics(Magics):
     def _check_default_level(self, proposal: dict) -> int:
         value = proposal["value"]
         if not 0 <= value <= decorator.MAX_LEVEL:
-            raise TraitError(f"PpyMagics.default_level must be 0 (never compile) to {decorator.MAX_LEVEL}, "
-                             f"got {value}")
+            raise TraitError(f"PpyMagics.default_level must be 0 (never compile) to {decorator.MAX_LEVEL}, got {value}")
         return value
 
     @property
@@ -89,13 +98,22 @@ class PpyMagics(Magics):
     # -- %%ppy ------------------------------------------------------------------
     @magic_arguments("%ppy")  # shown as `%%ppy` in the usage line
     @argument("-f", "--force", action="store_true", help="Rebuild even if this cell is cached.")
-    @argument("--strict", action="store_true",
-              help="Raise a located CompileError naming the first function that cannot be compiled, "
-                   "before anything in the cell runs, instead of leaving it Python.")
+    @argument(
+        "--strict",
+        action="store_true",
+        help="Raise a located CompileError naming the first function that cannot be compiled, "
+        "before anything in the cell runs, instead of leaving it Python.",
+    )
     @argument("-v", "--verbose", action="store_true", help="Show the generated C++ and the build command.")
-    @argument("-O", dest="level", metavar="LEVEL", type=_level, default=None,
-              help="Compile every @ppy.opt function of this cell at LEVEL, whatever its decorator says; "
-                   "-O 0 leaves all of them Python.")
+    @argument(
+        "-O",
+        dest="level",
+        metavar="LEVEL",
+        type=_level,
+        default=None,
+        help="Compile every @ppy.opt function of this cell at LEVEL, whatever its decorator says; "
+        "-O 0 leaves all of them Python.",
+    )
     @_silenceable
     @cell_magic
     def ppy(self, line: str, cell: str) -> Any:
@@ -117,9 +135,17 @@ class PpyMagics(Magics):
         filename = shell.compile.cache(source, shell.execution_count, raw_code=cell)
         status = _Status(self.show_build_status)
         try:
-            binder = pipeline.compile_source(source, shell.user_ns, filename, cache=self.cache,
-                                             force=args.force, strict=strict, on_build=status.start,
-                                             default_level=self.default_level, level_override=args.level)
+            binder = pipeline.compile_source(
+                source,
+                shell.user_ns,
+                filename,
+                cache=self.cache,
+                force=args.force,
+                strict=strict,
+                on_build=status.start,
+                default_level=self.default_level,
+                level_override=args.level,
+            )
         except SyntaxError:
             status.stop()
             shell.showsyntaxerror(filename)
@@ -170,8 +196,13 @@ class PpyMagics(Magics):
     # -- %ppy_export -----------------------------------------------------------------
     @magic_arguments()
     @argument("name", metavar="NAME", help="The module name the artifact is imported as.")
-    @argument("-o", "--output", metavar="DIR", default=None,
-              help="The artifact directory (default: ./NAME-ppy); a previous artifact there is replaced.")
+    @argument(
+        "-o",
+        "--output",
+        metavar="DIR",
+        default=None,
+        help="The artifact directory (default: ./NAME-ppy); a previous artifact there is replaced.",
+    )
     @argument("functions", metavar="FUNC", nargs="*", help="Regions to export (default: every region).")
     @line_magic
     def ppy_export(self, line: str) -> None:
@@ -197,22 +228,45 @@ class PpyMagics(Magics):
     # -- %ppy_bench ------------------------------------------------------------------
     @magic_arguments()
     @argument("-n", "--number", type=int, default=None, help="Calls per round (default 20,000).")
-    @argument("-r", "--repeat", type=int, default=None,
-              help="Rounds per variant (default 5); best, median and IQR are over rounds.")
-    @argument("--threads", type=int, default=None,
-              help="PyTorch threads while timing (default 1); the previous setting is restored afterwards.")
-    @argument("--grad", action="store_true",
-              help="Time forward + backward: torch.autograd.grad of the summed output with respect to the "
-                   "floating-point tensor arguments.")
-    @argument("--no-compile", action="store_true",
-              help="Leave out torch.compile (its first call compiles, which takes tens of seconds on a CPU).")
-    @argument("-o", "--output", action="store_true",
-              help="Return the result instead of displaying it: .df is a pandas DataFrame, .metadata a dict.")
+    @argument(
+        "-r",
+        "--repeat",
+        type=int,
+        default=None,
+        help="Rounds per variant (default 5); best, median and IQR are over rounds.",
+    )
+    @argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="PyTorch threads while timing (default 1); the previous setting is restored afterwards.",
+    )
+    @argument(
+        "--grad",
+        action="store_true",
+        help="Time forward + backward: torch.autograd.grad of the summed output with respect to the "
+        "floating-point tensor arguments.",
+    )
+    @argument(
+        "--no-compile",
+        action="store_true",
+        help="Leave out torch.compile (its first call compiles, which takes tens of seconds on a CPU).",
+    )
+    @argument(
+        "-o",
+        "--output",
+        action="store_true",
+        help="Return the result instead of displaying it: .df is a pandas DataFrame, .metadata a dict.",
+    )
     @argument("-q", "--quiet", action="store_true", help="No progress bar or header while measuring.")
     @argument("func", metavar="FUNC", help="The function to time: a %%ppy region.")
-    @argument("args", metavar="ARG", nargs="...",  # argparse.REMAINDER: an ARG may start with '-'
-              help="Its arguments: names or expressions in the namespace, separated by spaces "
-                   "(parenthesise an expression that contains spaces).")
+    @argument(
+        "args",
+        metavar="ARG",
+        nargs="...",  # argparse.REMAINDER: an ARG may start with '-'
+        help="Its arguments: names or expressions in the namespace, separated by spaces "
+        "(parenthesise an expression that contains spaces).",
+    )
     @line_magic
     def ppy_bench(self, line: str) -> Any:
         """Time FUNC(ARG, ...) as an ATen region, as PyTorch eager and under torch.compile.
@@ -237,13 +291,15 @@ class PpyMagics(Magics):
 
         Example: ``%ppy_bench layer x w b``, ``%ppy_bench -n 1000 --grad layer x w b``.
         """
-        from ..bench import measure as bench, report, widget
+        from ..bench import measure as bench
+        from ..bench import report, widget
 
         a = self.ppy_bench.parser.parse_args(bench.split_line(line))  # raises UsageError on a bad flag
         given = {"number": a.number, "repeat": a.repeat, "threads": a.threads}
         try:
-            options = bench.BenchOptions(**{k: v for k, v in given.items() if v is not None},
-                                         grad=a.grad, compile=not a.no_compile)
+            options = bench.BenchOptions(
+                **{k: v for k, v in given.items() if v is not None}, grad=a.grad, compile=not a.no_compile
+            )
         except bench.BenchUsageError as err:
             raise UsageError(f"%ppy_bench: {err}") from None
 
@@ -251,16 +307,20 @@ class PpyMagics(Magics):
             try:
                 return self.shell.ev(expression)
             except Exception as err:
-                raise UsageError(f"%ppy_bench: {what} {expression!r} cannot be evaluated in the namespace: "
-                                 f"{type(err).__name__}: {err}") from None
+                raise UsageError(
+                    f"%ppy_bench: {what} {expression!r} cannot be evaluated in the namespace: "
+                    f"{type(err).__name__}: {err}"
+                ) from None
 
         func = evaluate(a.func, "FUNC")
         if not callable(func):
-            raise UsageError(f"%ppy_bench: FUNC {a.func!r} is a {type(func).__name__}, not a function; "
-                             "write %ppy_bench FUNC ARG ...")
+            raise UsageError(
+                f"%ppy_bench: FUNC {a.func!r} is a {type(func).__name__}, not a function; write %ppy_bench FUNC ARG ..."
+            )
         values = [evaluate(expr, "ARG") for expr in a.args]
-        shown = widget.progress(self.shell, f"%ppy_bench {a.func}", options.repeat, compiling=options.compile,
-                                quiet=a.quiet)
+        shown = widget.progress(
+            self.shell, f"%ppy_bench {a.func}", options.repeat, compiling=options.compile, quiet=a.quiet
+        )
         try:
             result = bench.measure(func, values, options, arg_names=a.args, on_progress=shown.update)
         except bench.BenchUsageError as err:
@@ -268,8 +328,10 @@ class PpyMagics(Magics):
         except bench.EagerError as failed:  # eager's own error, once, from the user's frames down
             err = failed.error
             if hasattr(err, "add_note"):  # Python >= 3.11
-                err.add_note(f"%ppy_bench: PyTorch eager ({failed.function}) raised this on the given "
-                             "arguments; nothing was timed.")
+                err.add_note(
+                    f"%ppy_bench: PyTorch eager ({failed.function}) raised this on the given "
+                    "arguments; nothing was timed."
+                )
             stb = self.shell.InteractiveTB.structured_traceback(type(err), err, err.__traceback__, tb_offset=0)
             shown_text = "\n".join(stb)
             stb += [note for note in getattr(err, "__notes__", ()) if note not in shown_text]  # older IPython
@@ -322,9 +384,12 @@ def _evaluate(code: types.CodeType, namespace: dict[str, Any], binder: pipeline.
 def _mark_strict(err: CompileError) -> None:
     """Under --strict nothing "stays Python": say the cell did not run, and how to go on."""
     who = f"'{err.function}'" if err.function else "a function"
-    lines = [f"CompileError: {who} cannot be compiled: {err.reason}", *err.render().splitlines()[1:],
-             f"--strict: the cell did not run, so nothing it defines changed. Fix {who}, or run the cell "
-             "without --strict to keep it as Python."]
+    lines = [
+        f"CompileError: {who} cannot be compiled: {err.reason}",
+        *err.render().splitlines()[1:],
+        f"--strict: the cell did not run, so nothing it defines changed. Fix {who}, or run the cell "
+        "without --strict to keep it as Python.",
+    ]
     err._render_traceback_ = lambda: lines  # type: ignore[method-assign]
 
 
@@ -338,8 +403,11 @@ def _show_build(cache: backend.Cache, report: pipeline.CellReport) -> None:
     if not report.module_name:
         print("ppy: -v: the build failed; the notes above have the compiler's first lines")
         return
-    how = {"memory": "already loaded in this kernel", "disk": "loaded from the disk cache, not rebuilt",
-           "build": "built now"}.get(report.build_source or "", report.build_source or "")
+    how = {
+        "memory": "already loaded in this kernel",
+        "disk": "loaded from the disk cache, not rebuilt",
+        "build": "built now",
+    }.get(report.build_source or "", report.build_source or "")
     print(f"ppy: -v: module {report.module_name}: {how}; {cache.so_path(report.module_name)}")
     commands = _build_commands(cache.build_dir(report.module_name))
     if commands:
@@ -355,8 +423,9 @@ def _build_commands(build_dir: str) -> str | None:
     if not ninja or not os.path.exists(os.path.join(build_dir, "build.ninja")):
         return None
     try:
-        done = subprocess.run([ninja, "-C", build_dir, "-t", "commands"], capture_output=True, text=True,
-                              timeout=30, check=False)
+        done = subprocess.run(
+            [ninja, "-C", build_dir, "-t", "commands"], capture_output=True, text=True, timeout=30, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() or None

@@ -16,7 +16,8 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -24,9 +25,12 @@ import torch.nn.functional as F
 _nn = torch._C._nn
 _VF = torch._C._VariableFunctions
 
+
 def _backend_flags() -> dict[str, bool]:
-    return {"CUDNN_ENABLED": bool(torch.backends.cudnn.enabled),
-            "OPT_EINSUM": bool(torch.backends.opt_einsum.enabled and torch.backends.opt_einsum.is_available())}
+    return {
+        "CUDNN_ENABLED": bool(torch.backends.cudnn.enabled),
+        "OPT_EINSUM": bool(torch.backends.opt_einsum.enabled and torch.backends.opt_einsum.is_available()),
+    }
 
 
 # What the adapters below read; namespace() reads them again whenever a region is compiled.
@@ -48,6 +52,7 @@ def _adapts(*targets: object, methods: tuple[str, ...] = ()) -> Callable:
         for m in methods:
             METHODS[m] = fn.__name__
         return fn
+
     return register
 
 
@@ -99,8 +104,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 @_adapts(F.cross_entropy)
-def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
-                  reduction="mean", label_smoothing=0.0):
+def cross_entropy(
+    input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean", label_smoothing=0.0
+):
     if size_average is not None or reduce is not None:
         unsupported("the deprecated size_average= and reduce= arguments of F.cross_entropy")
     if reduction == "none":
@@ -113,8 +119,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 
 @_adapts(F.embedding)
-def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
-              sparse=False):
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
     if max_norm is not None:
         unsupported("F.embedding with max_norm= renormalises the weight in place under no_grad")
     if padding_idx is None:
@@ -138,16 +143,20 @@ def split(self, split_size, dim=0):
 @_adapts(torch.einsum)
 def einsum(*args):
     if len(args) < 2:
-        raise ValueError("einsum(): must specify the equation string and at least one operand, "
-                         "or at least one operand and its subscripts list")
+        raise ValueError(
+            "einsum(): must specify the equation string and at least one operand, "
+            "or at least one operand and its subscripts list"
+        )
     if not isinstance(args[0], str):
         unsupported("torch.einsum in the sublist format; write the equation as a string")
     operands = args[1:]
     if len(operands) == 1 and isinstance(operands[0], tuple):
         unsupported("torch.einsum with the operands in one list; pass them as separate arguments")
     if len(operands) > 2 and OPT_EINSUM:
-        unsupported("torch.einsum with more than two operands picks its contraction path from the shapes "
-                    "at run time (opt_einsum)")
+        unsupported(
+            "torch.einsum with more than two operands picks its contraction path from the shapes "
+            "at run time (opt_einsum)"
+        )
     return _VF.einsum(args[0], operands)
 
 
@@ -183,8 +192,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 
 @_adapts(F.batch_norm)
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
-               eps=1e-5):
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     if training:
         size = input.size()
         size_prods = size[0]
@@ -192,8 +200,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             size_prods = size_prods * size[i + 2]
         if size_prods == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
-    return torch.batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
-                            CUDNN_ENABLED)
+    return torch.batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, CUDNN_ENABLED)
 
 
 # Tensor.float() and friends: PyTorch's binding calls self.to(dtype) (to.dtype).
@@ -237,7 +244,7 @@ def lookup(obj: object) -> str | None:
     return entry[1] if entry is not None and entry[0] is obj else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def definitions() -> tuple[dict[str, ast.FunctionDef], list[str]]:
     """The adapters' own ASTs (compiled by the front end like user code) and this file's lines."""
     source = inspect.getsource(inspect.getmodule(definitions))

@@ -13,12 +13,23 @@ from typing import Any
 
 import torch
 
-from . import adapters, ir, ops
 from ..errors import CompileError
+from . import adapters, ir, ops
 from .namespace import Globals, collect_globals
 from .values import (
-    Static, Unsupported, CellFunction, TensorMethod, atoms_of, constant, kinds_of, is_literal,
-    rebuild, structure_of, MATH_FUNCTIONS, PLAIN_FUNCTION, PLAIN_FUNCTION_HINT,
+    MATH_FUNCTIONS,
+    PLAIN_FUNCTION,
+    PLAIN_FUNCTION_HINT,
+    CellFunction,
+    Static,
+    TensorMethod,
+    Unsupported,
+    atoms_of,
+    constant,
+    is_literal,
+    kinds_of,
+    rebuild,
+    structure_of,
 )
 
 
@@ -77,8 +88,11 @@ class CallCompiler:
             return self.call_adapter(node, adapter, [t] + args, kwargs)
         spec = ops.method_spec(name)
         if spec is None:
-            raise self.error(node.func, f"Tensor method `.{name}()` is not supported in a region",
-                             "ppy_magic.supported_ops() lists what regions can call.")
+            raise self.error(
+                node.func,
+                f"Tensor method `.{name}()` is not supported in a region",
+                "ppy_magic.supported_ops() lists what regions can call.",
+            )
         return self.call_op(node, spec, [t] + args, kwargs, method=True, display=f"Tensor.{name}")
 
     def static_call(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
@@ -100,9 +114,11 @@ class CallCompiler:
             return self.call_op(node, spec, args, kwargs, method=False, display=display)
         if isinstance(fn, types.FunctionType) and not fn.__module__.startswith("torch"):
             raise self.error(node.func, PLAIN_FUNCTION.format(name=display), PLAIN_FUNCTION_HINT)
-        raise self.error(node.func, f"`{display}` is not supported in a region",
-                         "Regions call torch operators and other @ppy.opt functions; "
-                         "ppy_magic.supported_ops() lists the operators.")
+        raise self.error(
+            node.func,
+            f"`{display}` is not supported in a region",
+            "Regions call torch operators and other @ppy.opt functions; ppy_magic.supported_ops() lists the operators.",
+        )
 
     def math_call(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
         if kwargs or len(args) != 1 or getattr(args[0], "kind", None) not in ir.SCALAR_KINDS:
@@ -117,8 +133,15 @@ class CallCompiler:
             raise self.error(node, f"{fn.__name__}() with keywords is not supported in a region")
         if fn is isinstance and len(args) == 2 and isinstance(args[1], Static):
             want = args[1].value
-            kinds = {int: (ir.INT, ir.BOOL), float: (ir.FLOAT,), bool: (ir.BOOL,), torch.Tensor: (ir.TENSOR,),
-                     str: (ir.STR,), tuple: (), list: ()}
+            kinds = {
+                int: (ir.INT, ir.BOOL),
+                float: (ir.FLOAT,),
+                bool: (ir.BOOL,),
+                torch.Tensor: (ir.TENSOR,),
+                str: (ir.STR,),
+                tuple: (),
+                list: (),
+            }
             if want in kinds:
                 v = args[0]
                 if isinstance(v, ir.Tup):
@@ -160,13 +183,23 @@ class CallCompiler:
                 return out
         raise self.error(node, f"{fn.__name__}() with these arguments is not supported in a region")
 
-    def call_op(self, node: ast.AST, spec: ops.OpSpec, args: list, kwargs: dict, method: bool = False,
-                display: str | None = None) -> Any:
+    def call_op(
+        self,
+        node: ast.AST,
+        spec: ops.OpSpec,
+        args: list,
+        kwargs: dict,
+        method: bool = False,
+        display: str | None = None,
+    ) -> Any:
         overload, bound = ops.resolve(spec, args, kwargs, method=method, display=display or spec.aten)
         kinds = ops.result_kinds(overload)
         if kinds is None:
-            raise self.error(node, f"{display or spec.aten} returns {', '.join(overload.returns)}, "
-                                   "which a region cannot represent exactly")
+            raise self.error(
+                node,
+                f"{display or spec.aten} returns {', '.join(overload.returns)}, "
+                "which a region cannot represent exactly",
+            )
         call = ir.Call(overload, bound)
         if overload.is_inplace:
             self.emit(ir.Effect(call, self.line()))
@@ -210,8 +243,17 @@ class CallCompiler:
         g = Globals(dict(adapters.namespace()))
         return self.call_helper(node, defs[name], g, "<adapter>", lines, args, kwargs, adapter=True)
 
-    def call_helper(self, node: ast.AST, fdef: ast.FunctionDef, g: Globals, filename: str, lines: list[str],
-                    args: list, kwargs: dict, adapter: bool) -> Any:
+    def call_helper(
+        self,
+        node: ast.AST,
+        fdef: ast.FunctionDef,
+        g: Globals,
+        filename: str,
+        lines: list[str],
+        args: list,
+        kwargs: dict,
+        adapter: bool,
+    ) -> Any:
         who = fdef.name
         if not adapter and (who in self.ctx.stack or who == self.region_name):
             raise self.error(node, f"'{who}' calls itself; recursion is not supported in a region")
@@ -220,11 +262,11 @@ class CallCompiler:
             raise self.error(node, f"calling '{who}': only plain positional parameters are supported")
         names = [a.arg for a in params.args]
         if params.vararg:  # adapters of variadic torch functions (torch.einsum): extra arguments as a tuple
-            args = list(args[:len(names)]) + [ir.Tup(tuple(args[len(names):]))]
+            args = list(args[: len(names)]) + [ir.Tup(tuple(args[len(names) :]))]
             names.append(params.vararg.arg)
         if len(args) > len(names):
             raise self.error(node, f"{who}() takes {len(names)} arguments but {len(args)} were given")
-        defaults = dict(zip(names[len(names) - len(params.defaults):], params.defaults))
+        defaults = dict(zip(names[len(names) - len(params.defaults) :], params.defaults))
         bound: dict[str, Any] = dict(zip(names, args))
         for k, v in kwargs.items():
             if k not in names or k in bound:
@@ -248,12 +290,22 @@ class CallCompiler:
         it = iter(targets)
         return rebuild(structure, it)
 
-    def specialise(self, node: ast.AST, fdef: ast.FunctionDef, g: Globals, filename: str, lines: list[str],
-                   names: list[str], bound: dict, adapter: bool) -> tuple[str, Any, tuple[str, ...]]:
+    def specialise(
+        self,
+        node: ast.AST,
+        fdef: ast.FunctionDef,
+        g: Globals,
+        filename: str,
+        lines: list[str],
+        names: list[str],
+        bound: dict,
+        adapter: bool,
+    ) -> tuple[str, Any, tuple[str, ...]]:
         from .frontend import FunctionCompiler  # the mixin's host class
 
-        sub = FunctionCompiler(fdef, g, filename, lines, self.ctx, region_name=self.region_name, adapter=adapter,
-                               helper=True)
+        sub = FunctionCompiler(
+            fdef, g, filename, lines, self.ctx, region_name=self.region_name, adapter=adapter, helper=True
+        )
         params: list[ir.Var] = []
         for n in names:
             sub.locals[n] = sub.rename_params(bound[n], n, params)
@@ -294,5 +346,3 @@ class CallCompiler:
             params.append(var)
             return var
         return value
-
-

@@ -11,11 +11,21 @@ import ast
 import builtins
 from typing import Any
 
-
 from . import ir, ops
 from .values import (
-    Static, CellFunction, TensorMethod, Unbound, constant, describe_node, CPP_COMPARE,
-    PLAIN_FUNCTION, PLAIN_FUNCTION_HINT, PY_BINOPS, PY_COMPARE, PY_UNARYOPS, SYMBOLS,
+    CPP_COMPARE,
+    PLAIN_FUNCTION,
+    PLAIN_FUNCTION_HINT,
+    PY_BINOPS,
+    PY_COMPARE,
+    PY_UNARYOPS,
+    SYMBOLS,
+    CellFunction,
+    Static,
+    TensorMethod,
+    Unbound,
+    constant,
+    describe_node,
 )
 
 
@@ -44,8 +54,11 @@ class ExpressionCompiler:
         if not ok and node.id in self.g.plain_functions:
             raise self.error(node, PLAIN_FUNCTION.format(name=node.id), PLAIN_FUNCTION_HINT)
         if not ok:
-            raise self.error(node, f"name '{node.id}' is not known when the region is compiled",
-                             "Define it before the function: a module, or an int/float/bool/str constant.")
+            raise self.error(
+                node,
+                f"name '{node.id}' is not known when the region is compiled",
+                "Define it before the function: a module, or an int/float/bool/str constant.",
+            )
         if not hasattr(builtins, node.id) or node.id in self.g.values:
             if not self.adapter:
                 self.ctx.frozen[node.id] = value
@@ -85,8 +98,9 @@ class ExpressionCompiler:
         if a == "is_cuda":
             return self.cpp("{0}.is_cuda()", ir.BOOL, t)
         if a in self._TENSOR_PROPERTIES:
-            return self.call_op(node, ops.OpSpec(self._TENSOR_PROPERTIES[a]), [t], {}, method=True,
-                                display=f"Tensor.{a}")
+            return self.call_op(
+                node, ops.OpSpec(self._TENSOR_PROPERTIES[a]), [t], {}, method=True, display=f"Tensor.{a}"
+            )
         return TensorMethod(t, a)
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> Any:
@@ -96,8 +110,11 @@ class ExpressionCompiler:
             if isinstance(part, ast.Constant):
                 parts.append(ir.Const(part.value, ir.STR))
                 continue
-            if not isinstance(part, ast.FormattedValue) or part.conversion not in (-1, ord("s")) or \
-                    part.format_spec is not None:
+            if (
+                not isinstance(part, ast.FormattedValue)
+                or part.conversion not in (-1, ord("s"))
+                or part.format_spec is not None
+            ):
                 raise self.error(part, "only plain {value} fields are supported in an f-string in a region")
             v = self.value(part.value)
             if isinstance(v, ir.Const) and v.kind != ir.DTYPE:
@@ -148,8 +165,7 @@ class ExpressionCompiler:
                 raise self.error(node, f"the operator `{symbol}` is not supported in a region")
             if type(op) is ast.Div:  # Tensor.__truediv__ is div
                 return self.call_op(node, ops.OpSpec("div"), [lhs, rhs], {}, method=True, display="Tensor /")
-            return self.call_op(node, ops.OpSpec(forward[0]), [lhs, rhs], {}, method=True,
-                                display=f"Tensor {symbol}")
+            return self.call_op(node, ops.OpSpec(forward[0]), [lhs, rhs], {}, method=True, display=f"Tensor {symbol}")
         if rk == ir.TENSOR and lk in ir.SCALAR_KINDS:
             reflected = ops.BINOPS.get(type(op), (None, None))[1]
             if reflected == "rdiv":  # torch/_tensor.py: __rdiv__ is self.reciprocal() * other
@@ -162,23 +178,32 @@ class ExpressionCompiler:
             if reflected == "rpow":
                 return self.call_op(node, ops.OpSpec("pow"), [lhs, rhs], {}, display="**")
             if reflected is not None:
-                return self.call_op(node, ops.OpSpec(reflected), [rhs, lhs], {}, method=True,
-                                    display=f"{symbol} Tensor")
+                return self.call_op(
+                    node, ops.OpSpec(reflected), [rhs, lhs], {}, method=True, display=f"{symbol} Tensor"
+                )
         if lk in ir.SCALAR_KINDS and rk in ir.SCALAR_KINDS:
             return self.scalar_binop(node, op, lhs, rhs)
-        raise self.error(node, f"`{symbol}` on {ops.describe(lhs)} and {ops.describe(rhs)} is not supported "
-                               "in a region")
+        raise self.error(
+            node, f"`{symbol}` on {ops.describe(lhs)} and {ops.describe(rhs)} is not supported in a region"
+        )
 
     def scalar_binop(self, node: ast.AST, op: ast.operator, a: ir.Atom, b: ir.Atom) -> ir.Var:
         t = type(op)
         ints = a.kind in (ir.INT, ir.BOOL) and b.kind in (ir.INT, ir.BOOL)
         if ints:
             ia, ib = self.as_int(a), self.as_int(b)
-            table = {ast.Add: "ppy::py_add({0}, {1})", ast.Sub: "ppy::py_sub({0}, {1})",
-                     ast.Mult: "ppy::py_mul({0}, {1})", ast.FloorDiv: "ppy::py_floordiv({0}, {1})",
-                     ast.Mod: "ppy::py_mod({0}, {1})", ast.BitAnd: "({0} & {1})", ast.BitOr: "({0} | {1})",
-                     ast.BitXor: "({0} ^ {1})", ast.LShift: "ppy::py_lshift({0}, {1})",
-                     ast.RShift: "ppy::py_rshift({0}, {1})"}
+            table = {
+                ast.Add: "ppy::py_add({0}, {1})",
+                ast.Sub: "ppy::py_sub({0}, {1})",
+                ast.Mult: "ppy::py_mul({0}, {1})",
+                ast.FloorDiv: "ppy::py_floordiv({0}, {1})",
+                ast.Mod: "ppy::py_mod({0}, {1})",
+                ast.BitAnd: "({0} & {1})",
+                ast.BitOr: "({0} | {1})",
+                ast.BitXor: "({0} ^ {1})",
+                ast.LShift: "ppy::py_lshift({0}, {1})",
+                ast.RShift: "ppy::py_rshift({0}, {1})",
+            }
             if t in table:
                 if a.kind == b.kind == ir.BOOL and t in (ast.BitAnd, ast.BitOr, ast.BitXor):
                     return self.cpp(table[t], ir.BOOL, a, b)
@@ -188,22 +213,35 @@ class ExpressionCompiler:
             if t is ast.Pow:
                 if isinstance(b, ir.Const) and b.value >= 0:
                     return self.cpp("ppy::py_pow({0}, {1})", ir.INT, ia, ib)
-                raise self.error(node, "int ** int with an exponent only known at run time may be an int or a "
-                                       "float in Python", "Write float(x) ** n or use a constant exponent.")
+                raise self.error(
+                    node,
+                    "int ** int with an exponent only known at run time may be an int or a float in Python",
+                    "Write float(x) ** n or use a constant exponent.",
+                )
         else:
             fa, fb = self.as_float(a), self.as_float(b)
-            table = {ast.Add: "({0} + {1})", ast.Sub: "({0} - {1})", ast.Mult: "({0} * {1})",
-                     ast.Div: "ppy::py_truediv({0}, {1})", ast.FloorDiv: "ppy::py_ffloordiv({0}, {1})",
-                     ast.Mod: "ppy::py_fmod({0}, {1})", ast.Pow: "ppy::py_fpow({0}, {1})"}
+            table = {
+                ast.Add: "({0} + {1})",
+                ast.Sub: "({0} - {1})",
+                ast.Mult: "({0} * {1})",
+                ast.Div: "ppy::py_truediv({0}, {1})",
+                ast.FloorDiv: "ppy::py_ffloordiv({0}, {1})",
+                ast.Mod: "ppy::py_fmod({0}, {1})",
+                ast.Pow: "ppy::py_fpow({0}, {1})",
+            }
             if t in table:
                 return self.cpp(table[t], ir.FLOAT, fa, fb)
-        raise self.error(node, f"`{SYMBOLS.get(t, '?')}` on {ops.describe(a)} and {ops.describe(b)} is not "
-                               "supported in a region")
+        raise self.error(
+            node, f"`{SYMBOLS.get(t, '?')}` on {ops.describe(a)} and {ops.describe(b)} is not supported in a region"
+        )
 
     def as_int(self, a: ir.Atom) -> ir.Atom:
         if a.kind == ir.BOOL:
-            return ir.Const(int(a.value), ir.INT) if isinstance(a, ir.Const) else \
-                self.cpp("static_cast<int64_t>({0})", ir.INT, a)
+            return (
+                ir.Const(int(a.value), ir.INT)
+                if isinstance(a, ir.Const)
+                else self.cpp("static_cast<int64_t>({0})", ir.INT, a)
+            )
         return a
 
     def as_float(self, a: ir.Atom) -> ir.Atom:
@@ -216,13 +254,17 @@ class ExpressionCompiler:
     def sequence_binop(self, node: ast.AST, op: ast.operator, lhs: Any, rhs: Any) -> Any:
         if type(op) is ast.Add and isinstance(lhs, ir.Tup) and isinstance(rhs, ir.Tup):
             return ir.Tup(lhs.items + rhs.items)
-        if type(op) is ast.Add and all(isinstance(v, ir.Tup) or getattr(v, "kind", None) == ir.INTS
-                                       for v in (lhs, rhs)):
+        if type(op) is ast.Add and all(
+            isinstance(v, ir.Tup) or getattr(v, "kind", None) == ir.INTS for v in (lhs, rhs)
+        ):
             return self.cpp("ppy::seq_concat({0}, {1})", ir.INTS, self.as_ints(node, lhs), self.as_ints(node, rhs))
         if type(op) is ast.Mult and isinstance(lhs, ir.Tup) and isinstance(rhs, ir.Const) and rhs.kind == ir.INT:
             return ir.Tup(lhs.items * rhs.value)
-        raise self.error(node, f"`{SYMBOLS.get(type(op), '?')}` on {ops.describe(lhs)} and {ops.describe(rhs)} "
-                               "is not supported in a region")
+        raise self.error(
+            node,
+            f"`{SYMBOLS.get(type(op), '?')}` on {ops.describe(lhs)} and {ops.describe(rhs)} "
+            "is not supported in a region",
+        )
 
     def as_ints(self, node: ast.AST, v: Any) -> ir.Atom:
         if getattr(v, "kind", None) == ir.INTS:
@@ -254,8 +296,7 @@ class ExpressionCompiler:
         try:
             value = fn(*(c.value for c in consts))
         except Exception as exc:
-            raise self.error(node, f"this constant expression fails in Python: {type(exc).__name__}: {exc}") \
-                from None
+            raise self.error(node, f"this constant expression fails in Python: {type(exc).__name__}: {exc}") from None
         c = constant(value)
         if c is None:
             raise self.error(node, f"the constant {value!r} is not supported in a region")
@@ -282,10 +323,16 @@ class ExpressionCompiler:
         if kind in (ir.INTS, ir.TENSORS, ir.STR):
             return self.cpp("(!{0}.empty())", ir.BOOL, v)
         if kind == ir.OPT_TENSOR:
-            raise self.error(node, "the truth of a Tensor-or-None value is not supported in a region",
-                             "Test `x is not None` instead.")
-        raise self.error(node, "branching on a tensor's value is not supported in a region",
-                         "Branch on shapes, parameters or `is None`; or keep this function Python.")
+            raise self.error(
+                node,
+                "the truth of a Tensor-or-None value is not supported in a region",
+                "Test `x is not None` instead.",
+            )
+        raise self.error(
+            node,
+            "branching on a tensor's value is not supported in a region",
+            "Branch on shapes, parameters or `is None`; or keep this function Python.",
+        )
 
     def visit_BoolOp(self, node: ast.BoolOp) -> Any:
         # Python's `and`/`or` return an operand; a region supports them on bools (and constants).
@@ -415,8 +462,10 @@ class ExpressionCompiler:
     def tuple_index(self, node: ast.Subscript, base: ir.Tup) -> Any:
         idx = self.value(node.slice) if not isinstance(node.slice, ast.Slice) else None
         if isinstance(node.slice, ast.Slice):
-            parts = [self.value(p) if p is not None else ir.Const(None, ir.NONE)
-                     for p in (node.slice.lower, node.slice.upper, node.slice.step)]
+            parts = [
+                self.value(p) if p is not None else ir.Const(None, ir.NONE)
+                for p in (node.slice.lower, node.slice.upper, node.slice.step)
+            ]
             if all(isinstance(p, ir.Const) for p in parts):
                 return ir.Tup(base.items[slice(*(p.value for p in parts))])
             return self.sequence_index(node, self.as_ints(node, base))
@@ -440,8 +489,12 @@ class ExpressionCompiler:
                 parts.append(v)
             if base.kind != ir.INTS:
                 raise self.error(node, "slicing a list of tensors is not supported in a region")
-            opt = ["c10::optional<int64_t>()" if isinstance(p, ir.Const) and p.value is None else
-                   f"c10::optional<int64_t>({{{i + 1}}})" for i, p in enumerate(parts)]
+            opt = [
+                "c10::optional<int64_t>()"
+                if isinstance(p, ir.Const) and p.value is None
+                else f"c10::optional<int64_t>({{{i + 1}}})"
+                for i, p in enumerate(parts)
+            ]
             args = [p for p in parts if not (isinstance(p, ir.Const) and p.value is None)]
             # renumber the placeholders of the parts that are present
             k = 1
@@ -459,8 +512,14 @@ class ExpressionCompiler:
         if item == ir.INT:
             return self.cpp("ppy::seq_index({0}, {1})", ir.INT, base, idx)
         n = self.cpp("static_cast<int64_t>({0}.size())", ir.INT, base)
-        self.emit(ir.If(self.cpp("({0} < -{1} || {0} >= {1})", ir.BOOL, idx, n),
-                        (ir.Raise("IndexError", "tuple index out of range", self.line()),), (), self.line()))
+        self.emit(
+            ir.If(
+                self.cpp("({0} < -{1} || {0} >= {1})", ir.BOOL, idx, n),
+                (ir.Raise("IndexError", "tuple index out of range", self.line()),),
+                (),
+                self.line(),
+            )
+        )
         return self.cpp("{0}[{1} < 0 ? {1} + {2} : {1}]", ir.TENSOR, base, idx, n)
 
     def index_items(self, sl: ast.expr) -> tuple[ir.IndexItem, ...]:
@@ -471,8 +530,9 @@ class ExpressionCompiler:
                 parts = []
                 for p in (e.lower, e.upper, e.step):
                     v = self.value(p) if p is not None else None
-                    if v is not None and not (getattr(v, "kind", None) in (ir.INT, ir.BOOL) or
-                                              (isinstance(v, ir.Const) and v.kind == ir.NONE)):
+                    if v is not None and not (
+                        getattr(v, "kind", None) in (ir.INT, ir.BOOL) or (isinstance(v, ir.Const) and v.kind == ir.NONE)
+                    ):
                         raise self.error(p, f"slice bounds must be ints or None, got {ops.describe(v)}")
                     parts.append(None if v is None or (isinstance(v, ir.Const) and v.kind == ir.NONE) else v)
                 items.append(ir.IndexItem("slice", tuple(parts)))
@@ -491,8 +551,11 @@ class ExpressionCompiler:
             elif isinstance(v, ir.Tup) and v.items and all(getattr(i, "kind", None) == ir.INT for i in v.items):
                 items.append(ir.IndexItem("list", tuple(v.items)))  # x[:, [0, -1]]: a Long index tensor
             else:
-                raise self.error(e, f"indexing a tensor with {ops.describe(v)} is not supported in a region",
-                                 "Index with ints, slices, None, ..., or tensors.")
+                raise self.error(
+                    e,
+                    f"indexing a tensor with {ops.describe(v)} is not supported in a region",
+                    "Index with ints, slices, None, ..., or tensors.",
+                )
         return tuple(items)
 
     def getitem(self, node: ast.AST, base: ir.Atom, index: tuple[ir.IndexItem, ...]) -> ir.Var:
@@ -509,4 +572,3 @@ class ExpressionCompiler:
         if kind not in (ir.TENSOR, ir.FLOAT, ir.INT, ir.BOOL):
             raise self.error(node, f"assigning {ops.describe(value)} into a tensor is not supported in a region")
         self.emit(ir.SetItem(base, index, value, self.line()))
-

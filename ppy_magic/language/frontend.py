@@ -18,14 +18,25 @@ from typing import Any
 
 import torch
 
+from ..errors import CompileError
 from . import ir, ops
 from .calls import CallCompiler
-from ..errors import CompileError
 from .expressions import ExpressionCompiler
 from .namespace import Globals, static_value
 from .values import (
-    Unsupported, StarredRest, Unbound, UNBOUND, atoms_of, describe_node, is_literal, structure_of,
-    location, RAISABLE_ERRORS, HINTS, SYMBOLS, ANNOTATIONS,
+    ANNOTATIONS,
+    HINTS,
+    RAISABLE_ERRORS,
+    SYMBOLS,
+    UNBOUND,
+    StarredRest,
+    Unbound,
+    Unsupported,
+    atoms_of,
+    describe_node,
+    is_literal,
+    location,
+    structure_of,
 )
 
 # ---- the compiler ------------------------------------------------------------------------
@@ -46,8 +57,18 @@ class Context:
 class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
     """Turns one FunctionDef into statements; raises CompileError otherwise."""
 
-    def __init__(self, fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list[str],
-                 ctx: Context, *, region_name: str, adapter: bool = False, helper: bool = False):
+    def __init__(
+        self,
+        fn: ast.FunctionDef,
+        g: Globals,
+        filename: str,
+        source_lines: list[str],
+        ctx: Context,
+        *,
+        region_name: str,
+        adapter: bool = False,
+        helper: bool = False,
+    ):
         self.fn = fn
         self.g = g
         self.filename = filename
@@ -163,16 +184,17 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
         items = self.sequence_items(target, value, n - len(starred), bool(starred))
         if starred and any(isinstance(i, StarredRest) for i in items):  # run-time length: sliced already
             for t, v in zip(target.elts, items):
-                self.bind_target(t.value if isinstance(t, ast.Starred) else t,
-                                 v.value if isinstance(v, StarredRest) else v)
+                self.bind_target(
+                    t.value if isinstance(t, ast.Starred) else t, v.value if isinstance(v, StarredRest) else v
+                )
         elif starred:
             s = starred[0]
             after = n - s - 1
-            head, mid, tail = items[:s], items[s:len(items) - after], items[len(items) - after:]
+            head, mid, tail = items[:s], items[s : len(items) - after], items[len(items) - after :]
             for t, v in zip(target.elts[:s], head):
                 self.bind_target(t, v)
             self.bind_target(target.elts[s].value, ir.Tup(tuple(mid)))
-            for t, v in zip(target.elts[s + 1:], tail):
+            for t, v in zip(target.elts[s + 1 :], tail):
                 self.bind_target(t, v)
         else:
             for t, v in zip(target.elts, items):
@@ -188,8 +210,11 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
         kind = getattr(value, "kind", None)
         if kind in (ir.INTS, ir.TENSORS):
             size = self.cpp("static_cast<int64_t>({0}.size())", ir.INT, value)
-            self.emit(ir.Effect(ir.Cpp(f"ppy::check_unpack({{0}}, {want}, {'true' if starred else 'false'})",
-                                       (size,)), self.line()))
+            self.emit(
+                ir.Effect(
+                    ir.Cpp(f"ppy::check_unpack({{0}}, {want}, {'true' if starred else 'false'})", (size,)), self.line()
+                )
+            )
             item_kind = ir.INT if kind == ir.INTS else ir.TENSOR
             if not starred:
                 return [self.cpp(f"{{0}}[{i}]", item_kind, value) for i in range(want)]
@@ -198,9 +223,13 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
             s = next(i for i, e in enumerate(node.elts) if isinstance(e, ast.Starred))
             after = want - s
             head = [self.cpp(f"{{0}}[{i}]", ir.INT, value) for i in range(s)]
-            mid = self.cpp(f"ppy::seq_slice({{0}}, c10::optional<int64_t>({s}), "
-                           f"c10::optional<int64_t>({{1}} - {after}), c10::optional<int64_t>())", ir.INTS,
-                           value, size)
+            mid = self.cpp(
+                f"ppy::seq_slice({{0}}, c10::optional<int64_t>({s}), "
+                f"c10::optional<int64_t>({{1}} - {after}), c10::optional<int64_t>())",
+                ir.INTS,
+                value,
+                size,
+            )
             tail = [self.cpp(f"{{0}}[{{1}} - {after - i}]", ir.INT, value, size) for i in range(after)]
             return head + [StarredRest(mid)] + tail
         raise self.error(node, f"cannot unpack {ops.describe(value)} in a region")
@@ -225,8 +254,9 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
             name = ops.INPLACE_BINOPS.get(type(node.op))
             if name is None:
                 raise self.error(node, f"`{SYMBOLS.get(type(node.op), '?')}=` on a tensor is not supported")
-            self.call_op(node, ops.OpSpec(name), [current, rhs], {}, method=True,
-                         display=f"Tensor {SYMBOLS[type(node.op)]}=")
+            self.call_op(
+                node, ops.OpSpec(name), [current, rhs], {}, method=True, display=f"Tensor {SYMBOLS[type(node.op)]}="
+            )
             return current  # in place: the same tensor
         return self.binop(node, node.op, current, rhs)
 
@@ -234,8 +264,7 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
         value = self.value(node.value) if node.value is not None else ir.Const(None, ir.NONE)
         if self.helper:  # the caller knows the static parts; only runtime atoms cross
             self.returns.append(("helper", structure_of(value)))
-            self.emit(ir.Return(tuple(a for a in atoms_of(value) if isinstance(a, ir.Var)), "helper",
-                                self.line()))
+            self.emit(ir.Return(tuple(a for a in atoms_of(value) if isinstance(a, ir.Var)), "helper", self.line()))
         else:
             atoms: list[ir.Atom] = []
             spec = self.return_spec(node, value, atoms)
@@ -263,14 +292,20 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
         if kind == ir.INTS:
             atoms.append(value)
             return "S"
-        raise self.error(node, f"a region cannot return {ops.describe(value)}",
-                         "Return tensors, numbers, or tuples of them.")
+        raise self.error(
+            node, f"a region cannot return {ops.describe(value)}", "Return tensors, numbers, or tuples of them."
+        )
 
     def visit_Raise(self, node: ast.Raise) -> None:
         exc = node.exc
-        if not (isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name) and exc.func.id in RAISABLE_ERRORS
-                and len(exc.args) <= 1 and not exc.keywords):
-            raise self.error(node, "only `raise ValueError(\"message\")` and the like are supported in a region")
+        if not (
+            isinstance(exc, ast.Call)
+            and isinstance(exc.func, ast.Name)
+            and exc.func.id in RAISABLE_ERRORS
+            and len(exc.args) <= 1
+            and not exc.keywords
+        ):
+            raise self.error(node, 'only `raise ValueError("message")` and the like are supported in a region')
         message = self.message(exc.args[0]) if exc.args else ""
         self.emit(ir.Raise(exc.func.id, message, self.line()))
         self.terminated = True
@@ -304,16 +339,27 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
 
     def narrowing(self, test: ast.expr) -> tuple[str, bool] | None:
         """`x is None` / `x is not None` on a Tensor-or-None name: (name, branch where it is a Tensor)."""
-        if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
-                and isinstance(test.ops[0], (ast.Is, ast.IsNot)) and isinstance(test.comparators[0], ast.Constant)
-                and test.comparators[0].value is None):
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.left, ast.Name)
+            and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None
+        ):
             value = self.locals.get(test.left.id)
             if getattr(value, "kind", None) == ir.OPT_TENSOR:
                 return test.left.id, isinstance(test.ops[0], ast.IsNot)
         return None
 
-    def branch(self, node: ast.AST, test: ir.Atom, then: list[ast.stmt], orelse: list[ast.stmt],
-               narrowed: tuple[str, bool] | None = None) -> None:
+    def branch(
+        self,
+        node: ast.AST,
+        test: ir.Atom,
+        then: list[ast.stmt],
+        orelse: list[ast.stmt],
+        narrowed: tuple[str, bool] | None = None,
+    ) -> None:
         before = dict(self.locals)
         outs = []
         for stmts, which in ((then, True), (orelse, False)):
@@ -358,8 +404,9 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
         if isinstance(first, ir.Tup):
             if not all(isinstance(v, ir.Tup) and len(v.items) == len(first.items) for v in vals):
                 return Unbound(name, "it is a tuple of different lengths in different branches")
-            return ir.Tup(tuple(self.join(node, name, [v.items[i] for v in vals], bodies)
-                                for i in range(len(first.items))))
+            return ir.Tup(
+                tuple(self.join(node, name, [v.items[i] for v in vals], bodies) for i in range(len(first.items)))
+            )
         kinds = {getattr(v, "kind", None) for v in vals}
         if len(kinds) > 1 and kinds <= {ir.NONE, ir.TENSOR, ir.OPT_TENSOR}:
             kinds = {ir.OPT_TENSOR}  # a tensor on one path, None on another
@@ -377,23 +424,38 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "a region loops as `for i in range(...)` over one name")
         it = node.iter
-        if not (isinstance(it, ast.Call) and static_value(it.func, self.g) is range and not it.keywords
-                and 1 <= len(it.args) <= 3):
-            raise self.error(it, "a region can only loop over range(...)",
-                             "Loop over range(n) with int bounds, or keep this function Python.")
+        if not (
+            isinstance(it, ast.Call)
+            and static_value(it.func, self.g) is range
+            and not it.keywords
+            and 1 <= len(it.args) <= 3
+        ):
+            raise self.error(
+                it,
+                "a region can only loop over range(...)",
+                "Loop over range(n) with int bounds, or keep this function Python.",
+            )
         bounds = [self.value(a) for a in it.args]
         for a, b in zip(it.args, bounds):
             if getattr(b, "kind", None) not in (ir.INT, ir.BOOL):
                 raise self.error(a, f"range() needs ints, got {ops.describe(b)}")
-        start, stop, step = ((ir.Const(0, ir.INT), bounds[0], ir.Const(1, ir.INT)) if len(bounds) == 1 else
-                             (bounds[0], bounds[1], ir.Const(1, ir.INT)) if len(bounds) == 2 else tuple(bounds))
+        start, stop, step = (
+            (ir.Const(0, ir.INT), bounds[0], ir.Const(1, ir.INT))
+            if len(bounds) == 1
+            else (bounds[0], bounds[1], ir.Const(1, ir.INT))
+            if len(bounds) == 2
+            else tuple(bounds)
+        )
         if isinstance(step, ir.Const) and step.value == 0:
             raise self.error(it, "range() arg 3 must not be zero")
         if not isinstance(step, ir.Const):
             self.emit(ir.Effect(ir.Cpp("ppy::check_range_step({0})", (step,)), self.line()))
         # Names the body rebinds that already hold values become loop-carried variables.
-        assigned = {n.id for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))
-                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        assigned = {
+            n.id
+            for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
         carried: dict[str, ir.Var] = {}
         for name in sorted(assigned):
             if name in self.locals and name != node.target.id:
@@ -417,8 +479,9 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
             after[name] = var
         for name in assigned - set(carried):
             after[name] = Unbound(name, "it is only bound inside the loop, which may run zero times")
-        after[node.target.id] = Unbound(node.target.id, "the loop variable is undefined after a loop "
-                                                         "that may run zero times")
+        after[node.target.id] = Unbound(
+            node.target.id, "the loop variable is undefined after a loop that may run zero times"
+        )
         self.locals = after
 
     def carry(self, node: ast.AST, name: str, value: Any) -> Any:
@@ -444,8 +507,9 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
                 raise self.error(node, f"'{name}' changes a compile-time value inside the loop")
             return
         if getattr(value, "kind", None) != var.kind:
-            raise self.error(node, f"'{name}' changes kind inside the loop "
-                                   f"({ir.KIND_NAMES[var.kind]} -> {ops.describe(value)})")
+            raise self.error(
+                node, f"'{name}' changes kind inside the loop ({ir.KIND_NAMES[var.kind]} -> {ops.describe(value)})"
+            )
         if value != var:
             self.emit(ir.Move(var, value, self.line()))
 
@@ -467,29 +531,48 @@ def _param_kind(compiler: FunctionCompiler, arg: ast.arg, default: ast.expr | No
     if obj is list:
         return ir.TENSORS
     text = ast.unparse(ann).replace(" ", "")
-    if text in ("Tensor|None", "torch.Tensor|None", "Optional[Tensor]", "Optional[torch.Tensor]",
-                "typing.Optional[torch.Tensor]", "None|torch.Tensor", "None|Tensor"):
+    if text in (
+        "Tensor|None",
+        "torch.Tensor|None",
+        "Optional[Tensor]",
+        "Optional[torch.Tensor]",
+        "typing.Optional[torch.Tensor]",
+        "None|torch.Tensor",
+        "None|Tensor",
+    ):
         return ir.OPT_TENSOR
-    if text in ("list[torch.Tensor]", "List[torch.Tensor]", "list[Tensor]", "List[Tensor]",
-                "tuple[torch.Tensor,...]", "Sequence[torch.Tensor]"):
+    if text in (
+        "list[torch.Tensor]",
+        "List[torch.Tensor]",
+        "list[Tensor]",
+        "List[Tensor]",
+        "tuple[torch.Tensor,...]",
+        "Sequence[torch.Tensor]",
+    ):
         return ir.TENSORS
     if isinstance(ann, ast.Constant) and isinstance(ann.value, str) and ann.value in ANNOTATIONS:
         return ANNOTATIONS[ann.value]
-    raise compiler.error(ann, f"parameter '{arg.arg}' has an annotation a region does not understand",
-                         "Annotate parameters as torch.Tensor, float, int, bool, str, "
-                         "torch.Tensor | None or list[torch.Tensor].")
+    raise compiler.error(
+        ann,
+        f"parameter '{arg.arg}' has an annotation a region does not understand",
+        "Annotate parameters as torch.Tensor, float, int, bool, str, torch.Tensor | None or list[torch.Tensor].",
+    )
 
 
-def compile_function(fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list[str],
-                     level: int) -> ir.Function:
+def compile_function(
+    fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list[str], level: int
+) -> ir.Function:
     ctx = Context()
     comp = FunctionCompiler(fn, g, filename, source_lines, ctx, region_name=fn.name)
     a = fn.args
     if a.vararg or a.kwarg:
         raise comp.error(fn, "*args and **kwargs are not supported in a region", "Name every parameter.")
     if a.kwonlyargs or a.posonlyargs:
-        raise comp.error(fn, "keyword-only and positional-only parameters are not supported in a region",
-                         "Use plain positional parameters.")
+        raise comp.error(
+            fn,
+            "keyword-only and positional-only parameters are not supported in a region",
+            "Use plain positional parameters.",
+        )
     params = []
     defaults = [None] * (len(a.args) - len(a.defaults)) + list(a.defaults)
     for arg, default in zip(a.args, defaults):
@@ -501,8 +584,11 @@ def compile_function(fn: ast.FunctionDef, g: Globals, filename: str, source_line
             value = ast.literal_eval(default)
             ok = {ir.FLOAT: float, ir.INT: int, ir.BOOL: bool, ir.STR: str}.get(kind)
             if not ((ok is not None and type(value) is ok) or (kind == ir.OPT_TENSOR and value is None)):
-                raise comp.error(default, f"default {value!r} does not match the parameter's annotation",
-                                 "Give float parameters float defaults (1.0, not 1).")
+                raise comp.error(
+                    default,
+                    f"default {value!r} does not match the parameter's annotation",
+                    "Give float parameters float defaults (1.0, not 1).",
+                )
         var = comp.new_var(arg.arg, kind)
         comp.locals[arg.arg] = var
         params.append(ir.Param(var.name, kind, value, has_default))
@@ -514,15 +600,30 @@ def compile_function(fn: ast.FunctionDef, g: Globals, filename: str, source_line
         raise comp.error(fn, "a region must end with `return`", "Return the result tensor(s).")
     specs = {s for s, _ in comp.returns}
     if len(specs) != 1:
-        raise comp.error(fn, "the function returns different kinds of value on different paths",
-                         "Return the same structure (e.g. one tensor) everywhere.")
+        raise comp.error(
+            fn,
+            "the function returns different kinds of value on different paths",
+            "Return the same structure (e.g. one tensor) everywhere.",
+        )
     first = min([fn.lineno] + [d.lineno for d in fn.decorator_list])
-    lines = {ln: source_lines[ln - 1].strip() for ln in range(fn.lineno, (fn.end_lineno or fn.lineno) + 1)
-             if 0 < ln <= len(source_lines)}
+    lines = {
+        ln: source_lines[ln - 1].strip()
+        for ln in range(fn.lineno, (fn.end_lineno or fn.lineno) + 1)
+        if 0 < ln <= len(source_lines)
+    }
     lines.update(ctx.source_lines)
     return ir.Function(
-        name=fn.name, qualname=fn.name, params=tuple(params), body=tuple(comp.body), level=level,
-        filename=filename, first_line=first, def_line=fn.lineno, ret=specs.pop(),
-        helpers=tuple(ctx.helpers), result_types=tuple(ctx.result_types), source_lines=lines,
-        frozen_globals=dict(ctx.frozen))
-
+        name=fn.name,
+        qualname=fn.name,
+        params=tuple(params),
+        body=tuple(comp.body),
+        level=level,
+        filename=filename,
+        first_line=first,
+        def_line=fn.lineno,
+        ret=specs.pop(),
+        helpers=tuple(ctx.helpers),
+        result_types=tuple(ctx.result_types),
+        source_lines=lines,
+        frozen_globals=dict(ctx.frozen),
+    )

@@ -27,12 +27,32 @@ OPT_TENSOR = "O"  # a tensor or None
 DEVICE = "D"  # a torch.device read from a tensor
 OPAQUE = "o"  # a C++ constant with no Python value to speak of (memory format, layout)
 SCALAR_KINDS = (FLOAT, INT, BOOL)
-KIND_NAMES = {TENSOR: "Tensor", FLOAT: "float", INT: "int", BOOL: "bool", NONE: "None", STR: "str",
-              DTYPE: "torch.dtype", INTS: "a sequence of ints", TENSORS: "a list of tensors",
-              OPT_TENSOR: "Tensor | None", DEVICE: "torch.device", OPAQUE: "constant"}
-CPP_TYPES = {TENSOR: "at::Tensor", FLOAT: "double", INT: "int64_t", BOOL: "bool", STR: "std::string",
-             DTYPE: "at::ScalarType", INTS: "std::vector<int64_t>", TENSORS: "std::vector<at::Tensor>",
-             OPT_TENSOR: "::std::optional<at::Tensor>", DEVICE: "at::Device"}
+KIND_NAMES = {
+    TENSOR: "Tensor",
+    FLOAT: "float",
+    INT: "int",
+    BOOL: "bool",
+    NONE: "None",
+    STR: "str",
+    DTYPE: "torch.dtype",
+    INTS: "a sequence of ints",
+    TENSORS: "a list of tensors",
+    OPT_TENSOR: "Tensor | None",
+    DEVICE: "torch.device",
+    OPAQUE: "constant",
+}
+CPP_TYPES = {
+    TENSOR: "at::Tensor",
+    FLOAT: "double",
+    INT: "int64_t",
+    BOOL: "bool",
+    STR: "std::string",
+    DTYPE: "at::ScalarType",
+    INTS: "std::vector<int64_t>",
+    TENSORS: "std::vector<at::Tensor>",
+    OPT_TENSOR: "::std::optional<at::Tensor>",
+    DEVICE: "at::Device",
+}
 
 
 @dataclass(frozen=True)

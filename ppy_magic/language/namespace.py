@@ -13,8 +13,8 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from ..decorator import MAX_LEVEL
+
 
 @dataclass
 class Globals:
@@ -105,8 +105,7 @@ def collect_globals(tree: ast.Module, namespace: dict[str, Any]) -> Globals:
                 else:
                     value = _import_known(f"{stmt.module}.{alias.name}")
                 bind(alias.asname or alias.name, value, value is not None)
-        elif (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-              and isinstance(stmt.targets[0], ast.Name)):
+        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             try:
                 value = ast.literal_eval(stmt.value)
             except ValueError:
@@ -157,4 +156,3 @@ def _import_known(name: str) -> types.ModuleType | None:
         return importlib.import_module(name)
     except ImportError:
         return None
-

@@ -26,23 +26,90 @@ from .schemas import Overload, SchemaArg, overloads
 # argument only for these ops (python_arg_parser.cpp), and their `.Scalar`
 # overloads have no Python binding: eager wraps the number in a 0-dim
 # "wrapped number" tensor and calls the Tensor overload.
-NUMBERS_AS_TENSORS = frozenset({
-    "add", "add_", "sub", "sub_", "subtract", "subtract_", "mul", "mul_", "multiply", "multiply_",
-    "div", "div_", "divide", "divide_", "true_divide", "true_divide_", "floor_divide", "floor_divide_",
-    "rsub",
-})
+NUMBERS_AS_TENSORS = frozenset(
+    {
+        "add",
+        "add_",
+        "sub",
+        "sub_",
+        "subtract",
+        "subtract_",
+        "mul",
+        "mul_",
+        "multiply",
+        "multiply_",
+        "div",
+        "div_",
+        "divide",
+        "divide_",
+        "true_divide",
+        "true_divide_",
+        "floor_divide",
+        "floor_divide_",
+        "rsub",
+    }
+)
 
 # Bindings that look generated but carry Python-level logic, or return values a
 # region cannot represent exactly: never mapped directly.
-EXCLUDED = frozenset({
-    "item", "tolist", "numpy", "data_ptr", "backward", "register_hook", "retain_grad", "requires_grad_",
-    "set_", "storage", "untyped_storage", "is_nonzero", "equal", "allclose", "is_same_size",
-    "result_type", "can_cast", "promote_types", "__and__", "__or__", "__xor__", "__lshift__", "__rshift__",
-    "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "size", "stride", "dim", "numel",
-    "data", "type", "to_dense", "element_size", "get_device", "is_contiguous", "is_floating_point",
-    "is_complex", "is_signed", "nonzero_static", "resize_", "resize_as_", "record_stream", "share_memory_",
-    "pin_memory", "is_pinned", "to_sparse", "_values", "_indices", "values", "indices", "q_scale",
-})
+EXCLUDED = frozenset(
+    {
+        "item",
+        "tolist",
+        "numpy",
+        "data_ptr",
+        "backward",
+        "register_hook",
+        "retain_grad",
+        "requires_grad_",
+        "set_",
+        "storage",
+        "untyped_storage",
+        "is_nonzero",
+        "equal",
+        "allclose",
+        "is_same_size",
+        "result_type",
+        "can_cast",
+        "promote_types",
+        "__and__",
+        "__or__",
+        "__xor__",
+        "__lshift__",
+        "__rshift__",
+        "__iand__",
+        "__ior__",
+        "__ixor__",
+        "__ilshift__",
+        "__irshift__",
+        "size",
+        "stride",
+        "dim",
+        "numel",
+        "data",
+        "type",
+        "to_dense",
+        "element_size",
+        "get_device",
+        "is_contiguous",
+        "is_floating_point",
+        "is_complex",
+        "is_signed",
+        "nonzero_static",
+        "resize_",
+        "resize_as_",
+        "record_stream",
+        "share_memory_",
+        "pin_memory",
+        "is_pinned",
+        "to_sparse",
+        "_values",
+        "_indices",
+        "values",
+        "indices",
+        "q_scale",
+    }
+)
 
 # Binding namespaces and the prefix their ATen names carry.
 _BINDINGS = (
@@ -71,13 +138,27 @@ class OpSpec:
 
 
 # Ops that make tensors of other layouts: regions stay strided (see the runtime's guard).
-_LAYOUT_PREFIXES = ("to_sparse", "_to_sparse", "to_mkldnn", "sparse_", "_sparse", "nested_", "_nested",
-                    "to_padded_tensor", "_to_dense", "to_dense")
+_LAYOUT_PREFIXES = (
+    "to_sparse",
+    "_to_sparse",
+    "to_mkldnn",
+    "sparse_",
+    "_sparse",
+    "nested_",
+    "_nested",
+    "to_padded_tensor",
+    "_to_dense",
+    "to_dense",
+)
 
 
 def _usable(name: str) -> bool:
-    return (not name.startswith("__") and name not in EXCLUDED and not name.startswith(_LAYOUT_PREFIXES)
-            and bool(overloads(name)))
+    return (
+        not name.startswith("__")
+        and name not in EXCLUDED
+        and not name.startswith(_LAYOUT_PREFIXES)
+        and bool(overloads(name))
+    )
 
 
 def _binding_namespaces() -> list[Any]:
@@ -102,7 +183,7 @@ def function_spec(obj: object) -> OpSpec | None:
     return spec
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def method_spec(name: str) -> OpSpec | None:
     """The op a Tensor method calls, if the method is PyTorch's generated binding (not a Python override)."""
     base = torch._C.TensorBase
@@ -132,8 +213,13 @@ def supported_ops() -> list[str]:
     from . import adapters
 
     names = set()
-    publics = [(torch, "torch"), (torch.nn.functional, "F"), (torch.linalg, "torch.linalg"),
-               (torch.special, "torch.special"), (torch.fft, "torch.fft")]
+    publics = [
+        (torch, "torch"),
+        (torch.nn.functional, "F"),
+        (torch.linalg, "torch.linalg"),
+        (torch.special, "torch.special"),
+        (torch.fft, "torch.fft"),
+    ]
     for module, label in publics:
         for name in dir(module):
             if name.startswith("_"):
@@ -141,8 +227,9 @@ def supported_ops() -> list[str]:
             obj = getattr(module, name, None)
             if function_spec(obj) is not None or adapters.lookup(obj) is not None:
                 names.add(f"{label}.{name}")
-    names.update(f"Tensor.{n}" for n in dir(torch._C.TensorBase)
-                 if not n.startswith("_") and method_spec(n) is not None)
+    names.update(
+        f"Tensor.{n}" for n in dir(torch._C.TensorBase) if not n.startswith("_") and method_spec(n) is not None
+    )
     names.update(f"Tensor.{n}" for n in adapters.METHODS)
     return sorted(names)
 
@@ -166,14 +253,25 @@ BINOPS: dict[type, tuple[str, str | None]] = {
     ast.RShift: ("bitwise_right_shift", None),
 }
 INPLACE_BINOPS: dict[type, str] = {
-    ast.Add: "add_", ast.Sub: "sub_", ast.Mult: "mul_", ast.Div: "div_", ast.Pow: "pow_",
-    ast.FloorDiv: "floor_divide_", ast.Mod: "remainder_", ast.BitAnd: "bitwise_and_",
-    ast.BitOr: "bitwise_or_", ast.BitXor: "bitwise_xor_",
+    ast.Add: "add_",
+    ast.Sub: "sub_",
+    ast.Mult: "mul_",
+    ast.Div: "div_",
+    ast.Pow: "pow_",
+    ast.FloorDiv: "floor_divide_",
+    ast.Mod: "remainder_",
+    ast.BitAnd: "bitwise_and_",
+    ast.BitOr: "bitwise_or_",
+    ast.BitXor: "bitwise_xor_",
 }
 UNARYOPS: dict[type, str] = {ast.USub: "neg", ast.UAdd: "positive", ast.Invert: "bitwise_not"}
 COMPARE_OPS: dict[type, tuple[str, str]] = {  # op, and the op with operands swapped
-    ast.Eq: ("eq", "eq"), ast.NotEq: ("ne", "ne"), ast.Lt: ("lt", "gt"), ast.LtE: ("le", "ge"),
-    ast.Gt: ("gt", "lt"), ast.GtE: ("ge", "le"),
+    ast.Eq: ("eq", "eq"),
+    ast.NotEq: ("ne", "ne"),
+    ast.Lt: ("lt", "gt"),
+    ast.LtE: ("le", "ge"),
+    ast.Gt: ("gt", "lt"),
+    ast.GtE: ("ge", "le"),
 }
 
 
@@ -186,7 +284,7 @@ class ResolveError(Exception):
 
 def _base(t: str) -> tuple[str, bool]:
     if t.startswith("Optional[") and t.endswith("]"):
-        return t[len("Optional["):-1], True
+        return t[len("Optional[") : -1], True
     return t, False
 
 
@@ -240,8 +338,9 @@ def _fit(arg: SchemaArg, value: Any, numbers_as_tensors: bool) -> tuple[int, Any
     return None
 
 
-def _bind(ov: Overload, args: list, kwargs: dict, numbers_as_tensors: bool,
-          method: bool) -> tuple[int, tuple[ir.Arg, ...]] | None:
+def _bind(
+    ov: Overload, args: list, kwargs: dict, numbers_as_tensors: bool, method: bool
+) -> tuple[int, tuple[ir.Arg, ...]] | None:
     receiver = None
     if method:  # the receiver is the schema's `self`, wherever it stands (where.self: condition, self, other)
         if not any(a.name == "self" for a in ov.args) or "self" in kwargs:
@@ -249,9 +348,13 @@ def _bind(ov: Overload, args: list, kwargs: dict, numbers_as_tensors: bool,
         receiver, args = args[0], list(args[1:])
     positional = [a for a in ov.args if not a.kwarg_only and not (method and a.name == "self")]
     # Varargs int lists: `x.view(2, 3)`, `torch.zeros(2, 3)`, `x.permute(0, 2, 1)`.
-    if (len(positional) == 1 and positional[0].type == "List[int]" and args
-            and all(getattr(a, "kind", None) == ir.INT for a in args)
-            and (len(args) > 1 or not positional[0].size)):
+    if (
+        len(positional) == 1
+        and positional[0].type == "List[int]"
+        and args
+        and all(getattr(a, "kind", None) == ir.INT for a in args)
+        and (len(args) > 1 or not positional[0].size)
+    ):
         args = [ir.Tup(tuple(args))]
     if len(args) > len(positional):
         return None
@@ -286,8 +389,9 @@ def _bind(ov: Overload, args: list, kwargs: dict, numbers_as_tensors: bool,
     return score, tuple(bound)
 
 
-def resolve(spec: OpSpec, args: list, kwargs: dict, *, method: bool = False,
-            display: str | None = None) -> tuple[Overload, tuple[ir.Arg, ...]]:
+def resolve(
+    spec: OpSpec, args: list, kwargs: dict, *, method: bool = False, display: str | None = None
+) -> tuple[Overload, tuple[ir.Arg, ...]]:
     """Pick the overload eager would call for these argument kinds."""
     best = None
     for ov in spec.candidates():
@@ -299,8 +403,9 @@ def resolve(spec: OpSpec, args: list, kwargs: dict, *, method: bool = False,
         shown_kw = ", ".join(f"{k}={describe(v)}" for k, v in kwargs.items())
         sig = ", ".join(x for x in (shown, shown_kw) if x)
         options = "; ".join(o.text.split("::", 1)[-1].split(" ->")[0] for o in spec.candidates()[:6])
-        raise ResolveError(f"{display or spec.aten}({sig}) matches no ATen overload a region can call "
-                           f"(ATen has: {options})")
+        raise ResolveError(
+            f"{display or spec.aten}({sig}) matches no ATen overload a region can call (ATen has: {options})"
+        )
     return best[1], best[2]
 
 
@@ -310,8 +415,14 @@ def describe(value: Any) -> str:
     return ir.KIND_NAMES.get(getattr(value, "kind", "?"), "?")
 
 
-_RETURN_KINDS = {"Tensor": ir.TENSOR, "List[Tensor]": ir.TENSORS, "int": ir.INT, "float": ir.FLOAT,
-                 "bool": ir.BOOL, "ScalarType": ir.DTYPE}
+_RETURN_KINDS = {
+    "Tensor": ir.TENSOR,
+    "List[Tensor]": ir.TENSORS,
+    "int": ir.INT,
+    "float": ir.FLOAT,
+    "bool": ir.BOOL,
+    "ScalarType": ir.DTYPE,
+}
 
 
 def result_kinds(ov: Overload) -> tuple[str, ...] | None:

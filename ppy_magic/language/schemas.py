@@ -64,7 +64,7 @@ def header_name(op: str) -> str:
     return op[:-1] if op.endswith("_") and not op.endswith("__") else op
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _declared_structs(stem: str) -> dict[str, tuple[str, tuple[str, ...]]]:
     """``at::_ops`` struct -> (C++ return type, C++ parameter types) as declared in ``<stem>_ops.h``."""
     path = os.path.join(_TORCH_INCLUDE, "ATen", "ops", f"{stem}_ops.h")
@@ -115,7 +115,7 @@ def _optional(jit_type: str) -> bool:
     return jit_type.startswith("Optional[") or jit_type.endswith("?")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def overloads(name: str) -> tuple[Overload, ...]:
     """The ATen overloads of ``aten::<name>`` callable from C++, out= variants excluded."""
     declared = _declared_structs(header_name(name))
@@ -132,8 +132,15 @@ def overloads(name: str) -> tuple[Overload, ...]:
             continue
         if any("Dimname" in a.type or "Generator" in a.type and not a.has_default for a in args):
             continue  # named-tensor overloads; explicit generators
-        found.append(Overload(
-            name=name, overload=schema.overload_name, args=args,
-            returns=tuple(str(r.real_type) for r in schema.returns), text=str(schema),
-            return_names=tuple(r.name or "" for r in schema.returns), cpp_return=cpp_ret))
+        found.append(
+            Overload(
+                name=name,
+                overload=schema.overload_name,
+                args=args,
+                returns=tuple(str(r.real_type) for r in schema.returns),
+                text=str(schema),
+                return_names=tuple(r.name or "" for r in schema.returns),
+                cpp_return=cpp_ret,
+            )
+        )
     return tuple(found)

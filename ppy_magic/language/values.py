@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from . import ir
 from ..errors import CompileError, Location
+from . import ir
 
 ANNOTATIONS = {"Tensor": ir.TENSOR, "float": ir.FLOAT, "int": ir.INT, "bool": ir.BOOL, "str": ir.STR}
 
@@ -35,18 +35,47 @@ class Unsupported(Exception):
 
 # ---- compile-time tables ---------------------------------------------------------------------
 
-PY_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-              ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
-              ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
-              ast.LShift: operator.lshift, ast.RShift: operator.rshift}
-PY_UNARYOPS = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
-                ast.Invert: operator.invert}
-PY_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-               ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not}
+PY_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+}
+PY_UNARYOPS = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_, ast.Invert: operator.invert}
+PY_COMPARE = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+}
 CPP_COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
-SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.MatMult: "@", ast.FloorDiv: "//",
-            ast.Mod: "%", ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&",
-            ast.BitOr: "|", ast.BitXor: "^"}
+SYMBOLS = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.MatMult: "@",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.BitXor: "^",
+}
 
 # math.* on numbers: C++ template (with CPython's error checks) and result kind.
 MATH_FUNCTIONS = {
@@ -186,8 +215,10 @@ def rebuild(structure: Any, runtime: Any) -> Any:
     if tag == "var":
         return next(runtime)
     if tag == "const":
-        return ir.Const(ast.literal_eval(structure[2]) if structure[1] != ir.DTYPE else
-                        eval(structure[2], {"torch": torch}), structure[1])  # noqa: S307 - our own repr
+        return ir.Const(
+            ast.literal_eval(structure[2]) if structure[1] != ir.DTYPE else eval(structure[2], {"torch": torch}),
+            structure[1],
+        )  # noqa: S307 - our own repr
     raise CompileError("a helper returned a value that cannot cross a call")
 
 
@@ -212,24 +243,53 @@ HINTS = {
 
 
 def describe_node(node: ast.AST) -> str:
-    names = {"Expr": "a bare expression statement", "While": "`while`", "For": "`for`", "Try": "`try`",
-             "With": "`with`", "Lambda": "`lambda`", "ListComp": "a list comprehension",
-             "SetComp": "a set comprehension", "DictComp": "a dict comprehension",
-             "GeneratorExp": "a generator expression", "Yield": "`yield`", "YieldFrom": "`yield from`",
-             "Global": "`global`", "Nonlocal": "`nonlocal`", "If": "`if`", "IfExp": "a conditional expression",
-             "Subscript": "indexing", "Attribute": "an attribute", "AugAssign": "augmented assignment",
-             "Compare": "a comparison", "BoolOp": "`and`/`or`", "Tuple": "a tuple", "List": "a list",
-             "Dict": "a dict", "Set": "a set", "Await": "`await`", "Assert": "`assert`", "Raise": "`raise`",
-             "Delete": "`del`", "Import": "`import`", "ImportFrom": "`import`",
-             "FunctionDef": "a nested function", "AsyncFunctionDef": "a nested function",
-             "ClassDef": "a class", "JoinedStr": "an f-string", "Starred": "`*` unpacking",
-             "NamedExpr": "`:=`", "AnnAssign": "an annotated assignment", "Slice": "a slice",
-             "Break": "`break`", "Continue": "`continue`", "Match": "`match`"}
+    names = {
+        "Expr": "a bare expression statement",
+        "While": "`while`",
+        "For": "`for`",
+        "Try": "`try`",
+        "With": "`with`",
+        "Lambda": "`lambda`",
+        "ListComp": "a list comprehension",
+        "SetComp": "a set comprehension",
+        "DictComp": "a dict comprehension",
+        "GeneratorExp": "a generator expression",
+        "Yield": "`yield`",
+        "YieldFrom": "`yield from`",
+        "Global": "`global`",
+        "Nonlocal": "`nonlocal`",
+        "If": "`if`",
+        "IfExp": "a conditional expression",
+        "Subscript": "indexing",
+        "Attribute": "an attribute",
+        "AugAssign": "augmented assignment",
+        "Compare": "a comparison",
+        "BoolOp": "`and`/`or`",
+        "Tuple": "a tuple",
+        "List": "a list",
+        "Dict": "a dict",
+        "Set": "a set",
+        "Await": "`await`",
+        "Assert": "`assert`",
+        "Raise": "`raise`",
+        "Delete": "`del`",
+        "Import": "`import`",
+        "ImportFrom": "`import`",
+        "FunctionDef": "a nested function",
+        "AsyncFunctionDef": "a nested function",
+        "ClassDef": "a class",
+        "JoinedStr": "an f-string",
+        "Starred": "`*` unpacking",
+        "NamedExpr": "`:=`",
+        "AnnAssign": "an annotated assignment",
+        "Slice": "a slice",
+        "Break": "`break`",
+        "Continue": "`continue`",
+        "Match": "`match`",
+    }
     if isinstance(node, ast.UnaryOp):
         symbol = {ast.Not: "not", ast.Invert: "~", ast.USub: "-", ast.UAdd: "+"}[type(node.op)]
         return f"the unary operator `{symbol}`"
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
         return f"the call statement `{ast.unparse(node)}`"
     return names.get(type(node).__name__, f"`{type(node).__name__}`")
-
-
