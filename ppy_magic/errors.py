@@ -3,13 +3,20 @@
 ``CompileError`` says why one function stays Python: ``at L:C``, the source line,
 a caret under the construct and what to do instead. It never mentions this
 package's own files. ``BuildError`` is a failed C++ build, mapped back to Python
-lines where it can be.
+lines where it can be. Both are ``ShownError``s: IPython shows their message,
+not a traceback. ``debug()`` is the one reading of the ``PPY_DEBUG`` switch.
 """
 
 from __future__ import annotations
 
 import linecache
+import os
 from dataclasses import dataclass
+
+
+def debug() -> bool:
+    """``PPY_DEBUG=1``: internal errors propagate raw and tracebacks keep this package's frames."""
+    return os.environ.get("PPY_DEBUG", "") not in ("", "0")
 
 
 @dataclass(frozen=True)
@@ -27,7 +34,20 @@ class PpyError(Exception):
     """Base class of every error this package raises on purpose."""
 
 
-class CompileError(PpyError):
+class ShownError(PpyError):
+    """An error whose message is the whole story: IPython shows ``Name: message``, no traceback.
+
+    It stays an ordinary exception: ``except`` catches it and a terminal prints its traceback.
+    """
+
+    def render(self) -> str:
+        return str(self)
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self.render()}"]
+
+
+class CompileError(ShownError):
     """A function (or the cell) is outside the compiled language; it stays Python."""
 
     def __init__(
@@ -69,17 +89,10 @@ class CompileError(PpyError):
             lines.append(self.hint)
         return "\n".join(lines)
 
-    def _render_traceback_(self) -> list[str]:
-        # IPython shows this instead of a traceback: the message is the whole story.
-        return [f"CompileError: {self.render()}"]
 
-
-class BuildError(PpyError):
+class BuildError(ShownError):
     """The C++ build of a cell failed; the cell's functions stay Python."""
 
     def __init__(self, message: str, log: str = ""):
         self.log = log
         super().__init__(message)
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"BuildError: {self}"]

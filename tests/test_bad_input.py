@@ -359,6 +359,21 @@ def test_04b_a_string_level_raises_where_the_decorator_is_written(ip):
     assert ip.user_ns["before_bad_level"] == 1 and "after_bad_level" not in ip.user_ns
 
 
+@pytest.mark.parametrize("value, on", [(None, False), ("", False), ("0", False), ("1", True), ("yes", True)])
+def test_ppy_debug_is_one_switch(ip, monkeypatch, value, on):
+    """PPY_DEBUG=1 keeps this package's frames in a cell's traceback (and lets the front end's own errors out)."""
+    from ppy_magic.errors import debug
+
+    if value is None:
+        monkeypatch.delenv("PPY_DEBUG", raising=False)
+    else:
+        monkeypatch.setenv("PPY_DEBUG", value)
+    assert debug() is on
+    result, shown = run(ip, '%%ppy\nimport ppy\n@ppy.opt("3")\ndef debug_switch(x):\n    return x\n')
+    assert isinstance(result.error_in_exec, TypeError) and "line 3" in shown
+    assert ("decorator.py" in shown) is on, shown
+
+
 CELL_RAISES = """%%ppy
 import torch
 import ppy

@@ -24,7 +24,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from traitlets import Bool, Int, TraitError, Unicode, observe, validate
 
 from .. import backend, decorator, pipeline, region
-from ..errors import BuildError, CompileError
+from ..errors import BuildError, CompileError, debug
 
 # `f(x);` at the end of a cell shows nothing, as in a plain cell (IPython >= 8.8 has this).
 _silenceable = getattr(_ipy_magic, "output_can_be_silenced", lambda fn: fn)
@@ -443,7 +443,7 @@ def _trim_traceback(shell: Any, exc: BaseException, filename: str) -> None:
         tb = tb.tb_next
     if tb is None or hasattr(exc, "_render_traceback_"):
         return
-    if os.environ.get("PPY_DEBUG", "") in ("", "0"):
+    if not debug():
         tb = _without_package_tail(tb)
     try:
         stb = shell.InteractiveTB.structured_traceback(type(exc), exc, tb, tb_offset=0)

@@ -12,13 +12,12 @@ calls in the same order as eager.
 from __future__ import annotations
 
 import ast
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from ..errors import CompileError
+from ..errors import CompileError, debug
 from . import ir, ops
 from .calls import CallCompiler
 from .expressions import ExpressionCompiler
@@ -99,7 +98,7 @@ class FunctionCompiler(ExpressionCompiler, CallCompiler, ast.NodeVisitor):
         except ops.ResolveError as exc:
             raise self.error(node, str(exc)) from None
         except Exception as exc:  # a bug here must not hide where the user's code is
-            if os.environ.get("PPY_DEBUG", "") not in ("", "0"):
+            if debug():
                 raise
             raise self.error(node, f"cannot compile this ({type(exc).__name__}: {exc})") from None
 
