@@ -30,12 +30,12 @@ __all__ = [
 
 
 def load_ipython_extension(ipython):  # noqa: ANN001 - IPython's hook
-    from .jupyter.magics import load
+    from .jupyter.extension import load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython):  # noqa: ANN001
-    from .jupyter.magics import unload
+    from .jupyter.extension import unload
 
     unload(ipython)

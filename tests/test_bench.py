@@ -270,7 +270,9 @@ def test_eager_errors_stop_the_run_before_other_variants(xwb):
 
 
 def test_split_line_keeps_expressions_whole():
-    assert bench.split_line("-n 10 f x[0] torch.ones(2, 3) 'a b' (x + 1) -x") == [
+    from ppy_magic.jupyter.bench import split_line
+
+    assert split_line("-n 10 f x[0] torch.ones(2, 3) 'a b' (x + 1) -x") == [
         "-n",
         "10",
         "f",
@@ -280,7 +282,7 @@ def test_split_line_keeps_expressions_whole():
         "(x + 1)",
         "-x",
     ]
-    assert bench.split_line("   ") == []
+    assert split_line("   ") == []
 
 
 # -- rendering -----------------------------------------------------------------------------
@@ -361,12 +363,40 @@ def test_html_highlights_the_best_row_and_draws_bars(xwb):
 
 
 def test_display_bundle_has_widget_html_and_text(xwb):
+    from ppy_magic.bench import widget
+
     result, _ = run_fake(xwb)
-    bundle = report.BenchReport(result)._repr_mimebundle_()
+    bundle = report.BenchReport(result, view=widget.view)._repr_mimebundle_()
     assert set(bundle) == {"application/vnd.jupyter.widget-view+json", "text/html", "text/plain"}
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"]
     assert bundle["text/plain"] == report.to_text(result)
     assert bundle["text/html"] == report.to_html(result)
+    plain = report.BenchReport(result)._repr_mimebundle_()  # no view given: the report draws no widget
+    assert plain == {"text/html": bundle["text/html"], "text/plain": bundle["text/plain"]}
+
+
+def test_rendering_is_a_leaf():
+    """measure returns data; report and widget render it; only the magic puts a widget on a report."""
+    import ast
+    import pathlib
+
+    import ppy_magic
+
+    package = pathlib.Path(ppy_magic.__file__).parent
+
+    def imports(path: pathlib.Path) -> set[str]:
+        """Every module and name an import statement of `path` mentions, lazy imports included."""
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found |= {getattr(node, "module", None) or ""} | {a.name for a in node.names}
+        return found
+
+    measure, rendered = imports(package / "bench" / "measure.py"), imports(package / "bench" / "report.py")
+    assert not any("widget" in name for name in measure | rendered), measure | rendered
+    assert not any("jupyter" in name or "IPython" in name for name in measure), measure
+    users = [p for p in package.rglob("*.py") if any("widget" in n for n in imports(p)) and p.name != "widget.py"]
+    assert [p.relative_to(package).as_posix() for p in users] == ["jupyter/bench.py"]
 
 
 def test_widget_view_and_bar_toggle(xwb):

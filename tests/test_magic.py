@@ -77,7 +77,7 @@ def test_config_lists_every_option_with_its_help(ip):
     with capture_output() as cap:
         ip.run_line_magic("config", "PpyMagics")
     text = cap.stdout
-    for name, kind in zip(OPTIONS, ("Bool", "Bool", "Unicode", "Bool", "Int", "Bool")):
+    for name, kind in zip(OPTIONS, ("Bool", "Bool", "Unicode", "Bool", "Int", "Bool"), strict=True):
         assert f"PpyMagics.{name}=<{kind}>" in text
     for words in (
         "Raise instead of leaving a function Python",

@@ -206,6 +206,8 @@ def measure(
     eager_fn = pure_python(func) if is_region else func
     name = name or getattr(eager_fn, "__name__", None) or repr(func)
     arg_names = list(arg_names) if arg_names is not None else [f"arg{i}" for i in range(len(args))]
+    if len(arg_names) != len(args):
+        raise ValueError(f"measure: {len(arg_names)} arg_names for {len(args)} arguments")
     compile_fn = compile_fn or torch.compile
     progress = on_progress or (lambda done, total, stage: None)
     counters_before = _region_counters(func) if is_region else None
@@ -258,7 +260,7 @@ def measure(
     return BenchResult(
         function=name,
         variants=variants,
-        arguments=tuple(_describe(n, a) for n, a in zip(arg_names, step.args)),
+        arguments=tuple(_describe(n, a) for n, a in zip(arg_names, step.args, strict=True)),
         options=options,
         torch_version=torch.__version__,
         device=_devices(step.args),
@@ -453,7 +455,7 @@ def _bitwise_difference(got: Any, want: Any, where: str) -> str | None:
     if isinstance(want, (tuple, list)):
         if type(got) is not type(want) or len(got) != len(want):
             return f"{where} is {type(got).__name__} of {_len(got)}, eager gives {type(want).__name__} of {len(want)}"
-        for i, (g, w) in enumerate(zip(got, want)):
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
             diff = _bitwise_difference(g, w, f"{where}[{i}]")
             if diff:
                 return diff
@@ -508,40 +510,3 @@ def _devices(args: Sequence[Any]) -> str:
         elif isinstance(a, (tuple, list)):
             found += [str(t.device) for t in a if isinstance(t, torch.Tensor)]
     return ", ".join(dict.fromkeys(found)) or "cpu"
-
-
-# -- the %ppy_bench line ------------------------------------------------------------------
-
-
-def split_line(line: str) -> list[str]:
-    """Split ``%ppy_bench``'s line at spaces outside brackets and quotes.
-
-    ``f x[0] torch.ones(2, 3) 'a b'`` gives four words, so an argument can be
-    any expression without spaces at its top level (parenthesise one that has
-    them). Quotes are kept: a word is evaluated as written.
-    """
-    words: list[str] = []
-    current: list[str] = []
-    depth = 0
-    quote = ""
-    for ch in line:
-        if quote:
-            current.append(ch)
-            if ch == quote and (len(current) < 2 or current[-2] != "\\"):
-                quote = ""
-            continue
-        if ch.isspace() and depth == 0:
-            if current:
-                words.append("".join(current))
-                current = []
-            continue
-        if ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth = max(0, depth - 1)
-        current.append(ch)
-    if current:
-        words.append("".join(current))
-    return words

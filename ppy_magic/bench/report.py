@@ -1,14 +1,17 @@
 """A ``BenchResult`` as a pandas DataFrame, as text and as HTML, and the object ``%ppy_bench -o`` returns.
 
 Rendering only: the numbers come from ``bench.measure``. pandas is imported
-when a DataFrame is asked for, ipywidgets (through ``widget``) when the
-result is displayed, so loading the extension stays cheap.
+when a DataFrame is asked for, so loading the extension stays cheap. This
+module draws no widget and imports nothing that does: whoever shows a
+``BenchReport`` may give it a richer view (``%ppy_bench`` gives it
+``widget.view``).
 """
 
 from __future__ import annotations
 
 import functools
 import html
+from collections.abc import Callable
 from typing import Any
 
 from .measure import COMPILE, EAGER, REGION, BenchResult, VariantTiming
@@ -23,12 +26,14 @@ class BenchReport:
     ``.df``: a DataFrame indexed by the variant labels with the columns in
     ``COLUMNS`` (times in ms per call, ``first_call_s`` in seconds) and the
     metadata in ``.df.attrs``; ``.metadata``: that dict; ``.result``: the
-    measurement itself. Displays as a widget, with HTML and plain text beside
-    it for static renders and terminals.
+    measurement itself. Displays as HTML and plain text, and as the widget
+    that ``view(result)`` makes when a view is given (HTML and text stay
+    beside it for static renders and terminals).
     """
 
-    def __init__(self, result: BenchResult):
+    def __init__(self, result: BenchResult, view: Callable[[BenchResult], Any] | None = None):
         self.result = result
+        self._view = view
         self._widget: Any = None
 
     @functools.cached_property
@@ -54,12 +59,10 @@ class BenchReport:
         return bundle
 
     def _widget_view(self) -> dict[str, Any] | None:
-        try:
-            from .widget import view
-        except ImportError:  # no ipywidgets: HTML and text still show
+        if self._view is None:
             return None
         if self._widget is None:
-            self._widget = view(self.result)
+            self._widget = self._view(self.result)
         return self._widget._repr_mimebundle_().get(WIDGET_MIME)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
@@ -145,13 +148,15 @@ def summary(result: BenchResult) -> str:
     if region.ran and eager.ran:
         ratio = eager.best_s / region.best_s
         how = f"{ratio:.2f}× faster than" if ratio >= 1 else f"{1 / ratio:.2f}× slower than"
-        parts.append(f"The region takes {_us(region.best_s)} per call, {how} eager ({_us(eager.best_s)}).")
+        parts.append(
+            f"The region takes {seconds_text(region.best_s)} per call, {how} eager ({seconds_text(eager.best_s)})."
+        )
     elif eager.ran:
-        parts.append(f"Eager takes {_us(eager.best_s)} per call.")
+        parts.append(f"Eager takes {seconds_text(eager.best_s)} per call.")
     if comp.ran:
         base, base_name = (region, "the region") if region.ran else (eager, "eager")
         parts.append(
-            f"torch.compile takes {_us(comp.best_s)} per call, {comp.best_s / base.best_s:.1f}× "
+            f"torch.compile takes {seconds_text(comp.best_s)} per call, {comp.best_s / base.best_s:.1f}× "
             f"{base_name}'s time; its first call (compiling) took {comp.first_call_s:.1f} s."
         )
     if result.region_fallbacks:
@@ -184,7 +189,8 @@ def method_note(result: BenchResult) -> str:
     return text
 
 
-def _us(seconds: float) -> str:
+def seconds_text(seconds: float) -> str:
+    """A time per call in µs below a millisecond, else in ms."""
     return f"{seconds * 1e6:.2f} µs" if seconds < 1e-3 else f"{seconds * 1e3:.3f} ms"
 
 
@@ -221,7 +227,7 @@ def to_text(result: BenchResult) -> str:
     lines = [header(result)]
     for r in table:
         if len(r) == len(widths):
-            cells = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:-1], widths[1:-1])] + [r[-1]]
+            cells = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:-1], widths[1:-1], strict=True)] + [r[-1]]
             lines.append("  ".join(cells).rstrip())
         else:
             lines.append(f"{r[0].ljust(widths[0])}  {r[1]}")
@@ -277,7 +283,7 @@ def bars_html(result: BenchResult, width_px: int = 320) -> str:
             f"<tr><td style='padding:1px 8px;text-align:left'>{_e(v.label)}</td>"
             f"<td style='padding:1px 0'><div style='display:inline-block;height:14px;width:{px}px;"
             f"background:{colour};vertical-align:middle'></div>"
-            f"<span style='padding-left:6px'>{_e(_us(v.best_s))}</span></td></tr>"
+            f"<span style='padding-left:6px'>{_e(seconds_text(v.best_s))}</span></td></tr>"
         )
     return (
         f"<div style='margin:6px 0 2px'>time per call (best round)</div>"

@@ -1,9 +1,10 @@
 """The ipywidgets view of a ``BenchResult``, and the progress shown while measuring.
 
-ipywidgets is imported only here. The view reuses ``report``'s HTML for the
-header, table and note, and draws the bar chart with ipywidgets' own bars, so
-it needs no plotting library; a toggle switches the bars between the best and
-the median round.
+ipywidgets is imported only here, and nothing in the package imports this
+module but the ``%ppy_bench`` magic, which hands ``view`` to the report it
+shows. The view reuses ``report``'s HTML for the header, table and note, and
+draws the bar chart with ipywidgets' own bars, so it needs no plotting
+library; a toggle switches the bars between the best and the median round.
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ def bar_chart(result: BenchResult) -> widgets.VBox:
     def draw(_change: Any = None) -> None:
         seconds = [v.best_s if statistic.value == "best" else v.median_s for v in timed]
         longest = max(seconds, default=0.0) or 1.0
-        for bar, label, s in zip(bars, values, seconds):
+        for bar, label, s in zip(bars, values, seconds, strict=True):
             bar.value = s / longest
-            label.value = report._us(s)
+            label.value = report.seconds_text(s)
 
     draw()
     statistic.observe(draw, names="value")

@@ -1,0 +1,204 @@
+"""``%%ppy`` and the options of every magic: ``PpyMagics``.
+
+Parse options -> compile and build (``pipeline``) -> run the cell with the
+binder active -> one summary line. ``PpyMagics`` is a traitlets
+``Configurable``: ``%config PpyMagics`` lists its options with their help,
+``%config PpyMagics.strict = True`` sets one, a profile's ``c.PpyMagics``
+applies at load. The other families (``bench``, ``cache``) read its options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import types
+from typing import Any
+
+from IPython.core import magic as _ipy_magic
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Bool, Int, TraitError, Unicode, observe, validate
+
+from .. import backend, decorator, pipeline, region
+from ..errors import BuildError, CompileError
+from . import display
+from .status import BuildStatus
+
+# `f(x);` at the end of a cell shows nothing, as in a plain cell (IPython >= 8.8 has this).
+_silenceable = getattr(_ipy_magic, "output_can_be_silenced", lambda fn: fn)
+
+
+def _level(text: str) -> int:
+    try:
+        level = int(text)
+    except ValueError:
+        level = -1
+    if not 0 <= level <= decorator.MAX_LEVEL:
+        raise argparse.ArgumentTypeError(
+            f"LEVEL must be 0 (leave every function Python) to {decorator.MAX_LEVEL}, got {text!r}"
+        )
+    return level
+
+
+@magics_class
+class PpyMagics(Magics):
+    """Compile ``@ppy.opt`` functions of a cell into ATen regions."""
+
+    strict = Bool(
+        False,
+        help="Raise instead of leaving a function Python when it cannot be compiled "
+        "(like %%ppy --strict on every cell).",
+    ).tag(config=True)
+    verbose = Bool(
+        False, help="Show the generated C++ and the build command after each %%ppy cell (like %%ppy -v on every cell)."
+    ).tag(config=True)
+    cache_dir = Unicode(
+        "",
+        help="Where built extensions are cached (default: $PPY_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/ppy_magic or ~/.cache/ppy_magic).",
+    ).tag(config=True)
+    show_build_status = Bool(True, help="Show a live 'building ...' line while a cell builds.").tag(config=True)
+    default_level = Int(
+        decorator.DEFAULT_LEVEL,
+        help="The level of a bare @ppy.opt or @ppy.opt() (0 never compiles; 1-3 compile). "
+        "%%ppy -O LEVEL overrides every level of one cell.",
+    ).tag(config=True)
+    warn_fallback = Bool(
+        False,
+        help="Warn once per function and reason when a region runs its Python "
+        "body because a guard failed (ppy_magic.explain(f) shows the counts).",
+    ).tag(config=True)
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self._cache: backend.Cache | None = None
+        region.FALLBACKS.warn = self.warn_fallback  # a profile's config was applied before observers ran
+
+    @observe("warn_fallback")
+    def _on_warn_fallback(self, change: dict) -> None:
+        region.FALLBACKS.warn = bool(change["new"])
+
+    @validate("default_level")
+    def _check_default_level(self, proposal: dict) -> int:
+        value = proposal["value"]
+        if not 0 <= value <= decorator.MAX_LEVEL:
+            raise TraitError(f"PpyMagics.default_level must be 0 (never compile) to {decorator.MAX_LEVEL}, got {value}")
+        return value
+
+    @property
+    def cache(self) -> backend.Cache:
+        """The build cache at ``cache_dir`` (re-opened when the option changes); every family uses this one."""
+        root = self.cache_dir or backend.default_cache_dir()
+        if self._cache is None or self._cache.root != os.path.abspath(root):
+            self._cache = backend.shared_cache(root)
+        return self._cache
+
+    @magic_arguments("%ppy")  # shown as `%%ppy` in the usage line
+    @argument("-f", "--force", action="store_true", help="Rebuild even if this cell is cached.")
+    @argument(
+        "--strict",
+        action="store_true",
+        help="Raise a located CompileError naming the first function that cannot be compiled, "
+        "before anything in the cell runs, instead of leaving it Python.",
+    )
+    @argument("-v", "--verbose", action="store_true", help="Show the generated C++ and the build command.")
+    @argument(
+        "-O",
+        dest="level",
+        metavar="LEVEL",
+        type=_level,
+        default=None,
+        help="Compile every @ppy.opt function of this cell at LEVEL, whatever its decorator says; "
+        "-O 0 leaves all of them Python.",
+    )
+    @_silenceable
+    @cell_magic
+    def ppy(self, line: str, cell: str) -> Any:
+        """Run the cell, compiling each top-level ``@ppy.opt(N)`` function into an ATen region.
+
+        All regions of the cell go into one C++ extension (one build, cached in
+        memory for this kernel and on disk across kernels). Each region is bound
+        when its ``def`` runs, so later code in the same cell already calls it.
+        A function that cannot be compiled stays Python and the output says why.
+        The value of a last expression is shown, as in a plain cell.
+        ``%config PpyMagics`` lists the options that apply to every cell.
+        """
+        args = _parse(self.ppy, line)
+        strict = args.strict or self.strict
+        verbose = args.verbose or self.verbose
+        shell = self.shell
+        # A leading blank line keeps line numbers as the user sees them: line 1 is `%%ppy`.
+        source = "\n" + shell.transform_cell(cell)
+        filename = shell.compile.cache(source, shell.execution_count, raw_code=cell)
+        status = BuildStatus(self.show_build_status)
+        try:
+            binder = pipeline.compile_source(
+                source,
+                shell.user_ns,
+                filename,
+                cache=self.cache,
+                force=args.force,
+                strict=strict,
+                on_build=status.start,
+                default_level=self.default_level,
+                level_override=args.level,
+            )
+        except SyntaxError:
+            status.stop()
+            shell.showsyntaxerror(filename)
+            raise display.AlreadyShown() from None
+        except CompileError as err:
+            status.stop()
+            if strict:
+                display.strict_failure(err)
+            raise
+        except BuildError:
+            status.stop()
+            raise
+        status.stop()
+        report = binder.report
+        body, last = _split_last_expression(source, filename)
+        try:
+            pipeline.run(shell.compile(body, filename, "exec"), shell.user_ns, binder)
+            if last is None:
+                return None
+            return _evaluate(shell.compile(last, filename, "eval"), shell.user_ns, binder)
+        except BaseException as exc:
+            display.cell_traceback(shell, exc, filename)
+            raise
+        finally:
+            summary = report.summary()
+            if not summary and not binder.failures:
+                summary = "ppy: nothing to compile in this cell; it ran as plain Python"
+            status.show(summary)
+            if verbose:
+                display.build_details(self.cache, report)
+
+
+def _parse(func: Any, line: str) -> Any:
+    name = getattr(func, "argcmd_name", func.__name__).lstrip("%")
+    try:
+        return parse_argstring(func, line)
+    except UsageError as exc:
+        raise UsageError(f"%%{name} {line.strip()}: {exc}; see %%{name}? for the options") from None
+    except SystemExit:  # argparse on a bad flag
+        raise UsageError(f"%%{name}: bad options {line!r}; see %%{name}? for the options") from None
+
+
+def _split_last_expression(source: str, filename: str) -> tuple[ast.Module, ast.Expression | None]:
+    """The cell without its last expression statement, and that expression (shown like Out[n])."""
+    tree = ast.parse(source, filename)
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+        return tree, last
+    return tree, None
+
+
+def _evaluate(code: types.CodeType, namespace: dict[str, Any], binder: pipeline.CellBinder) -> Any:
+    token = decorator.activate(binder)
+    try:
+        return eval(code, namespace)
+    finally:
+        decorator.deactivate(token)
