@@ -1,7 +1,7 @@
 """ppy_magic: compile small PyTorch functions into ATen regions from a notebook.
 
 ``%load_ext ppy_magic``, then a ``%%ppy`` cell compiles every ``@ppy.opt``
-function into one C++ extension that calls ``at::`` operators through the
+function into one C++ extension that calls ATen operators through the
 dispatcher: one Python round trip per call, autograd unchanged.
 """
 

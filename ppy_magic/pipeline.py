@@ -18,7 +18,8 @@ from typing import Any
 from . import backend, decorator, region
 from .errors import BuildError, CompileError
 from .language import frontend
-from .language.namespace import Globals, collect_globals, is_opt_decorator, opt_level
+from .language.frontend import decorated_functions as decorated_functions  # re-exported: callers predate the move
+from .language.namespace import Key, collect_globals, function_key
 
 
 @dataclass
@@ -59,9 +60,6 @@ class CellReport:
         return "\n".join(lines)
 
 
-Key = tuple[str, int]  # (function name, first line incl. decorators) == (co_name, co_firstlineno)
-
-
 @dataclass
 class CellBinder:
     """Hands each decorated function its region when its ``def`` runs."""
@@ -79,7 +77,7 @@ class CellBinder:
 
     def bind(self, fn: Callable, level: int | None) -> Callable:
         code = getattr(fn, "__code__", None)
-        key = (code.co_name, code.co_firstlineno) if code is not None else ("", 0)
+        key = function_key(fn)
         if code is not None and code.co_filename != self.filename:
             return fn  # defined elsewhere (an imported module): not ours to compile
         written, level = level, effective_level(level, self.default_level, self.level_override)
@@ -96,7 +94,7 @@ class CellBinder:
         spec = self.regions.get(key)
         if spec is None:
             err = self.failures.get(key)
-            reason = err.reason if err else _not_top_level_reason(fn)
+            reason = err.reason if err else frontend.not_compiled_reason(fn)
             fn.__ppy_reason__ = reason  # type: ignore[attr-defined]
             self.report.stays_python(fn.__name__, reason, err.hint if err else None)
             return fn
@@ -120,12 +118,6 @@ def effective_level(written: int | None, default_level: int, override: int | Non
     return default_level if written is None else written
 
 
-def _not_top_level_reason(fn: Callable) -> str:
-    if "<locals>" in getattr(fn, "__qualname__", "") or "." in getattr(fn, "__qualname__", ""):
-        return "only top-level functions of a cell or file are compiled (this one is nested or a method)"
-    return "it was not found among the cell's top-level functions"
-
-
 def _changed_globals(spec: backend.RegionSpec, fn: Callable) -> str | None:
     g = getattr(fn, "__globals__", {})
     for name, value in spec.frozen_globals.items():
@@ -142,19 +134,6 @@ def _changed_globals(spec: backend.RegionSpec, fn: Callable) -> str | None:
             continue
         return name
     return None
-
-
-def decorated_functions(tree: ast.Module, g: Globals, default_level: int = decorator.DEFAULT_LEVEL):
-    """Top-level decorated functions (with their level) and decorated defs elsewhere."""
-    top, nested = [], []
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        level = opt_level(node, g, default_level)
-        if level is None:
-            continue
-        (top if node in tree.body else nested).append((node, level))
-    return top, nested
 
 
 def compile_source(
@@ -184,66 +163,14 @@ def compile_source(
     report = CellReport()
     functions, failures = [], {}
     for node, level in top:
-        key = (node.name, min([node.lineno] + [d.lineno for d in node.decorator_list]))
+        key = function_key(node)
         try:
             if level_override is not None:
                 level = level_override  # -O: the written level does not matter
-            elif level < 0:
-                # Not an int literal from 0 to 3. An invalid value raises when the decorator runs;
-                # a valid one (a variable) is only known then, too late to compile.
-                raise CompileError(
-                    "the level in @ppy.opt(...) must be an int literal from 0 to "
-                    f"{decorator.MAX_LEVEL}, so it is known before the cell runs",
-                    _loc(node, filename),
-                    f"Write @ppy.opt({decorator.DEFAULT_LEVEL}), "
-                    "or set the level of the whole cell with %%ppy -O LEVEL.",
-                    node.name,
-                    lines[node.lineno - 1],
-                )
-            if level == 0:
-                continue  # never compiled: not a failure
-            if isinstance(node, ast.AsyncFunctionDef):
-                raise CompileError(
-                    "an async function cannot be a region",
-                    _loc(node, filename),
-                    "Remove `async`: a region runs synchronously; await around the call.",
-                    node.name,
-                    lines[node.lineno - 1],
-                )
-            if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(node)):
-                raise CompileError(
-                    "a generator cannot be a region",
-                    _loc(node, filename),
-                    "A region returns its result once; keep a generator as Python.",
-                    node.name,
-                    lines[node.lineno - 1],
-                )
-            calls_itself = next(
-                (
-                    n
-                    for n in ast.walk(node)
-                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == node.name
-                ),
-                None,
-            )
-            if calls_itself is not None:
-                raise CompileError(
-                    "a region cannot call itself",
-                    _loc(calls_itself, filename),
-                    "Regions are straight-line tensor code; keep a recursive function as Python.",
-                    node.name,
-                    lines[calls_itself.lineno - 1],
-                )
-            others = [d for d in node.decorator_list if not is_opt_decorator(d, g)]
-            if others:
-                raise CompileError(
-                    "a region cannot have other decorators",
-                    _loc(others[0], filename),
-                    "Apply other decorators to a wrapper, or drop @ppy.opt.",
-                    node.name,
-                    lines[others[0].lineno - 1],
-                )
-            functions.append(frontend.compile_function(node, g, filename, lines, level))
+            function = frontend.compile_decorated(node, g, filename, lines, level)
+            if function is None:
+                continue  # level 0: never compiled, not a failure
+            functions.append(function)
         except CompileError as err:
             if strict:
                 raise err.with_function(node.name) from None
@@ -251,16 +178,10 @@ def compile_source(
             if level >= 0:  # an invalid level is reported by the decorator's own error when it runs
                 report.stays_python(node.name, err.reason, err.hint)
     for node, level in nested:
-        key = (node.name, min([node.lineno] + [d.lineno for d in node.decorator_list]))
+        key = function_key(node)
         if level >= 0 and effective_level(level, default_level, level_override) == 0:
             continue  # never compiled: not a failure
-        err = CompileError(
-            "only top-level functions of a cell or file are compiled",
-            _loc(node, filename),
-            "Move the function to the top level of the cell.",
-            node.name,
-            lines[node.lineno - 1],
-        )
+        err = frontend.not_top_level(node, filename, lines)
         if strict:
             raise err
         failures[key] = err
@@ -312,12 +233,6 @@ def compile_source(
 def _first_lines(text: str, n: int = 20) -> str:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     return "\n".join(lines[:n])
-
-
-def _loc(node: ast.AST, filename: str):
-    from .errors import Location
-
-    return Location(filename, node.lineno, node.col_offset)
 
 
 def run(code: Any, namespace: dict[str, Any], binder: CellBinder) -> None:

@@ -18,7 +18,7 @@ import torch
 
 from .backend import RegionSpec
 
-# c10::DeviceType values (torch/headeronly/core/DeviceType.h).
+# The values of the C++ DeviceType enum (torch/headeronly/core/DeviceType.h).
 DEVICE_TYPES = {"cpu": 0, "cuda": 1, "hip": 6, "xpu": 12, "mps": 13, "meta": 14}
 
 

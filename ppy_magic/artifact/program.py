@@ -46,6 +46,7 @@ from .. import backend, decorator, region
 from ..backend import RegionSpec
 from ..errors import PpyError
 from ..language import ir
+from ..language.namespace import Key, function_key
 
 FORMAT = "ppy_magic.artifact"
 FORMAT_VERSION = 1
@@ -54,8 +55,6 @@ PROGRAM_SUFFIX = ".ppy"
 EXPORTED = "%ppy_export"  # the origin of an artifact written from a notebook
 # A loader with one of these names would shadow the module the program itself imports.
 RESERVED_STEMS = frozenset({"ppy", "ppy_magic", "torch"})
-
-Key = tuple[str, int]  # (co_name, co_firstlineno), as the decorator sees a function
 
 
 class ArtifactError(PpyError):
@@ -602,13 +601,13 @@ def build_program(
     lines = source.splitlines()
     tree = ast.parse(source, path)
     last_lines = {
-        (node.name, _first_line(node)): node.end_lineno
+        function_key(node): node.end_lineno
         for node in tree.body
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     }
     devices = region.built_device_types()
     top, _nested = pipeline.decorated_functions(tree, collect_globals(tree, namespace))
-    levels = {(node.name, _first_line(node)): level for node, level in top}
+    levels = {function_key(node): level for node, level in top}
     records = [
         region_record(
             spec,
@@ -632,10 +631,6 @@ def build_program(
         {k: e.reason for k, e in binder.failures.items()},
     )
     return written, report.summary()
-
-
-def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
-    return min([node.lineno] + [d.lineno for d in node.decorator_list])
 
 
 def build_command(file: str, output: str | None, *, strict: bool = False, force: bool = False) -> int:
@@ -764,11 +759,7 @@ def _function_source(py: Callable, spec: RegionSpec) -> tuple[ast.FunctionDef, l
         tree = None
     if tree is not None:
         for node in tree.body:
-            if (
-                isinstance(node, ast.FunctionDef)
-                and node.name == code.co_name
-                and _first_line(node) == code.co_firstlineno
-            ):
+            if isinstance(node, ast.FunctionDef) and function_key(node) == function_key(py):
                 lines = text.splitlines()[code.co_firstlineno - 1 : node.end_lineno]
                 return node, lines
     raise ArtifactError(
@@ -932,7 +923,7 @@ class ArtifactBinder:
             fn.__ppy_reason__ = f"the artifact's regions were not loaded: {self.problem}"  # type: ignore
             return fn
         assert self.manifest is not None
-        key = (code.co_name, code.co_firstlineno)
+        key = function_key(fn)
         record = next((r for r in self.manifest.regions if r.key == key), None)
         if record is None:
             reason = self.manifest.python_functions.get(key) or (

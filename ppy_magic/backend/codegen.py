@@ -9,14 +9,15 @@ runs a compiler.
 from __future__ import annotations
 
 import json
-import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from ..language import ir
+from ..language.ir import Kind
+from . import cpp
+from .cpp import cpp_literal
+
+__all__ = ["ABI_HEADER", "REGION_HEADER", "CellCode", "RegionSpec", "cpp_literal", "generate"]
 
 ABI_HEADER = "ppy_abi.h"
 REGION_HEADER = "ppy_region.h"
@@ -50,51 +51,6 @@ class CellCode:
     line_map: dict[int, tuple[str, int]]  # C++ line -> (function, Python line)
 
 
-# ---- literals -----------------------------------------------------------------------------
-
-_DTYPE_NAMES = {
-    torch.float32: "Float",
-    torch.float64: "Double",
-    torch.float16: "Half",
-    torch.bfloat16: "BFloat16",
-    torch.int8: "Char",
-    torch.uint8: "Byte",
-    torch.int16: "Short",
-    torch.int32: "Int",
-    torch.int64: "Long",
-    torch.bool: "Bool",
-    torch.complex64: "ComplexFloat",
-    torch.complex128: "ComplexDouble",
-    torch.complex32: "ComplexHalf",
-}
-
-
-def cpp_literal(value: object, kind: str) -> str:
-    if kind == ir.BOOL:
-        return "true" if value else "false"
-    if kind == ir.INT:
-        v = int(value)  # type: ignore[arg-type]
-        return f"INT64_C({v})" if v != -(2**63) else "INT64_MIN"
-    if kind == ir.FLOAT:
-        v = float(value)  # type: ignore[arg-type]
-        if math.isnan(v):
-            return "std::numeric_limits<double>::quiet_NaN()"
-        if math.isinf(v):
-            return ("-" if v < 0 else "") + "std::numeric_limits<double>::infinity()"
-        return v.hex()  # exact: C++17 hexadecimal floating literal
-    if kind == ir.STR:
-        return "std::string(" + json.dumps(value) + ")"
-    if kind == ir.DTYPE:
-        return f"at::ScalarType::{_DTYPE_NAMES[value]}"  # type: ignore[index]
-    if kind == ir.OPAQUE:
-        return str(value)
-    raise ValueError(f"no C++ literal for kind {kind!r}")
-
-
-_SCALAR_CPP = {ir.FLOAT: "double", ir.INT: "int64_t", ir.BOOL: "bool"}
-_PLACEHOLDER = re.compile(r"\{(\d+)\}")
-
-
 class Namer:
     """C++ names for IR variables: never a keyword, never clashing with ours."""
 
@@ -109,21 +65,18 @@ def atom(a: Any) -> str:
     if isinstance(a, ir.Var):
         return NAME(a)
     if isinstance(a, ir.Const):
-        if a.kind == ir.NONE:
-            return "::std::nullopt"
         return cpp_literal(a.value, a.kind)
     raise TypeError(f"not an atom: {a!r}")
 
 
 def _scalar(a: Any) -> str:
-    kind = a.kind if a.kind in _SCALAR_CPP else ir.FLOAT
-    return f"at::Scalar(static_cast<{_SCALAR_CPP[kind]}>({atom(a)}))"
+    return cpp.scalar(atom(a), a.kind)
 
 
-def _strip(cpp: str) -> str:
+def _strip(decl: str) -> str:
     """The base C++ type of a parameter type (``const std::optional<T>&`` -> ``T``)."""
-    t = cpp.replace("const ", "").replace("&", "").strip()
-    for opt in ("::std::optional<", "std::optional<", "c10::optional<"):
+    t = decl.replace("const ", "").replace("&", "").strip()
+    for opt in ("::std::optional<", "std::optional<", "c10::optional<"):  # as torch's headers spell it
         if t.startswith(opt):
             return t[len(opt) : -1].strip()
     if t == "at::OptionalIntArrayRef":
@@ -140,7 +93,7 @@ def _ints(expr_items: list[str]) -> str:
 def _convert(base: str, a: Any, write: bool) -> str:
     """C++ for an atom (or Items) passed as a parameter of C++ type `base`."""
     if isinstance(a, ir.Items):
-        if a.kind == ir.INT:
+        if a.kind == Kind.INT:
             arr = _ints([f"static_cast<int64_t>({atom(i)})" for i in a.items])
             return f"c10::fromIntArrayRefSlow({arr})" if "SymInt" in base else arr
         return "at::TensorList{" + ", ".join(atom(i) for i in a.items) + "}"
@@ -160,27 +113,27 @@ def _convert(base: str, a: Any, write: bool) -> str:
         return f"c10::fromIntArrayRefSlow(at::IntArrayRef({atom(a)}))"
     if base in ("at::TensorList", "at::ITensorListRef"):
         return f"at::TensorList({atom(a)})"
-    if base == "at::Device" and a.kind == ir.STR:
+    if base == "at::Device" and a.kind == Kind.STR:
         return f"at::Device({atom(a)})"
     return atom(a)
 
 
 def _default(base: str, v: Any) -> str:
     if v is None:
-        return "::std::nullopt"
+        return cpp.NULLOPT
     if base == "at::Scalar":
-        kind = ir.BOOL if type(v) is bool else ir.INT if type(v) is int else ir.FLOAT
-        return f"at::Scalar(static_cast<{_SCALAR_CPP[kind]}>({cpp_literal(v, kind)}))"
+        kind = Kind.BOOL if type(v) is bool else Kind.INT if type(v) is int else Kind.FLOAT
+        return cpp.scalar(cpp_literal(v, kind), kind)
     if base in ("int64_t", "c10::SymInt"):
-        return cpp_literal(v, ir.INT)
+        return cpp_literal(v, Kind.INT)
     if base == "double":
-        return cpp_literal(float(v), ir.FLOAT)
+        return cpp_literal(float(v), Kind.FLOAT)
     if base == "bool":
-        return cpp_literal(v, ir.BOOL)
+        return cpp_literal(v, Kind.BOOL)
     if base in ("c10::string_view", "::std::string_view", "std::string_view"):
         return f"c10::string_view({json.dumps(v)})"
     if base in ("at::IntArrayRef", "c10::SymIntArrayRef"):
-        items = [cpp_literal(i, ir.INT) for i in (v if isinstance(v, (list, tuple)) else [v])]
+        items = [cpp_literal(i, Kind.INT) for i in (v if isinstance(v, (list, tuple)) else [v])]
         if not items:
             return f"{base}{{}}"
         return f"c10::fromIntArrayRefSlow({_ints(items)})" if "SymInt" in base else _ints(items)
@@ -191,14 +144,14 @@ def _default(base: str, v: Any) -> str:
 
 def call_args(call: ir.Call) -> list[str]:
     out = []
-    for sarg, a in zip(call.op.args, call.args):
+    for sarg, a in zip(call.op.args, call.args, strict=True):
         base = _strip(sarg.cpp)
         if isinstance(a, ir.Default):
             out.append(_default(base, a.value))
         elif isinstance(a, ir.WrapNumber):
             out.append(f"ppy::wrapped_number({_scalar(a.value)})")
-        elif isinstance(a, ir.Const) and a.kind == ir.NONE:
-            out.append("::std::nullopt")
+        elif isinstance(a, ir.Const) and a.kind == Kind.NONE:
+            out.append(cpp.NULLOPT)
         else:
             out.append(_convert(base, a, sarg.is_write))
     return out
@@ -222,9 +175,9 @@ def _index(items: tuple[ir.IndexItem, ...], tensor: Any) -> str:
             parts.append("at::indexing::TensorIndex(at::indexing::Ellipsis)")
         else:
             bounds = [
-                "::std::optional<c10::SymInt>()"
+                "std::optional<c10::SymInt>()"
                 if b is None
-                else f"::std::optional<c10::SymInt>(static_cast<int64_t>({atom(b)}))"
+                else f"std::optional<c10::SymInt>(static_cast<int64_t>({atom(b)}))"
                 for b in it.atoms
             ]
             parts.append(f"at::indexing::TensorIndex(at::indexing::Slice({', '.join(bounds)}))")
@@ -233,9 +186,9 @@ def _index(items: tuple[ir.IndexItem, ...], tensor: Any) -> str:
 
 def expr(e: ir.Expr) -> str:
     if isinstance(e, ir.Call):
-        return f"{e.op.cpp_call}({', '.join(call_args(e))})"
-    if isinstance(e, ir.Cpp):
-        return _PLACEHOLDER.sub(lambda m: atom(e.args[int(m.group(1))]), e.template)
+        return f"{cpp.op_call(e.op)}({', '.join(call_args(e))})"
+    if isinstance(e, ir.Intrinsic):
+        return cpp.intrinsic(e.name, [atom(a) for a in e.args])
     if isinstance(e, ir.GetItem):
         return f"at::indexing::get_item({atom(e.tensor)}, {_index(e.index, e.tensor)})"
     if isinstance(e, ir.CallFunction):
@@ -244,15 +197,7 @@ def expr(e: ir.Expr) -> str:
 
 
 def _decl(var: ir.Var) -> str:
-    ctype = ir.CPP_TYPES[var.kind]
-    init = {
-        ir.FLOAT: " = 0.0",
-        ir.INT: " = 0",
-        ir.BOOL: " = false",
-        ir.DTYPE: " = at::ScalarType::Undefined",
-        ir.DEVICE: " = at::Device(at::kCPU)",
-    }.get(var.kind, "")
-    return f"{ctype} {NAME(var)}{init};"
+    return f"{cpp.cpp_type(var.kind)} {NAME(var)}{cpp.DECLARED_INIT.get(var.kind, '')};"
 
 
 # ---- statements ---------------------------------------------------------------------------------
@@ -272,7 +217,7 @@ def _uses(stmt: ir.Stmt) -> set[str]:
                 add(i)
 
     def add_expr(e: Any) -> None:
-        if isinstance(e, ir.Call) or isinstance(e, (ir.Cpp, ir.CallFunction)):
+        if isinstance(e, (ir.Call, ir.Intrinsic, ir.CallFunction)):
             for a in e.args:
                 add(a)
         elif isinstance(e, ir.GetItem):
@@ -335,7 +280,7 @@ class Emitter:
         for i, s in enumerate(stmts):
             if isinstance(s, ir.Assign):
                 for t in s.targets:
-                    if t.temp and t.kind == ir.TENSOR:
+                    if t.temp and t.kind == Kind.TENSOR:
                         temps[t.name] = t
             for name in _uses(s):
                 last[name] = i
@@ -354,7 +299,7 @@ class Emitter:
             self.line(depth, s.line)
             if len(s.targets) == 1 and not isinstance(s.value, ir.CallFunction):
                 t = s.targets[0]
-                self.out(depth, f"{ir.CPP_TYPES[t.kind]} {NAME(t)} = {expr(s.value)};")
+                self.out(depth, f"{cpp.cpp_type(t.kind)} {NAME(t)} = {expr(s.value)};")
             else:
                 for t in s.targets:
                     self.out(depth, _decl(t))
@@ -373,13 +318,13 @@ class Emitter:
             self.out(depth, f"{expr(s.value)};")
         elif isinstance(s, ir.SetItem):
             self.line(depth, s.line)
-            if s.value.kind == ir.TENSOR:
+            if s.value.kind == Kind.TENSOR:
                 self.out(
                     depth, f"at::indexing::set_item({atom(s.tensor)}, {_index(s.index, s.tensor)}, {atom(s.value)});"
                 )
             else:  # Python passes a bool value as an int (THPUtils_unpackIndex)
-                kind = ir.INT if s.value.kind == ir.BOOL else s.value.kind
-                scalar = f"at::Scalar(static_cast<{_SCALAR_CPP[kind]}>({atom(s.value)}))"
+                kind = Kind.INT if s.value.kind == Kind.BOOL else s.value.kind
+                scalar = cpp.scalar(atom(s.value), kind)
                 self.out(depth, f"ppy::set_item_scalar({atom(s.tensor)}, {_index(s.index, s.tensor)}, {scalar});")
         elif isinstance(s, ir.If):
             self.line(depth, s.line)
@@ -411,23 +356,23 @@ class Emitter:
         elif isinstance(s, ir.Raise):
             self.line(depth, s.line)
             message = json.dumps(s.message) if isinstance(s.message, str) else atom(s.message)
-            self.out(depth, f"ppy::raise(ppy::PyError::{s.error}, {message});")
+            self.out(depth, f"ppy::raise({cpp.python_error(s.error)}, {message});")
         elif isinstance(s, ir.Return):
             self.line(depth, s.line)
             if self.helper:
                 self.out(depth, f"return std::make_tuple({', '.join(atom(a) for a in s.values)});")
                 return
             for a in s.values:
-                if a.kind == ir.TENSOR:
+                if a.kind == Kind.TENSOR:
                     self.out(depth, f"ppy_out->t.emplace_back({atom(a)});")
-                elif a.kind == ir.FLOAT:
+                elif a.kind == Kind.FLOAT:
                     self.out(depth, f"ppy_out->f.push_back({atom(a)});")
-                elif a.kind in (ir.INT, ir.BOOL):
+                elif a.kind in (Kind.INT, Kind.BOOL):
                     self.out(depth, f"ppy_out->i.push_back(static_cast<int64_t>({atom(a)}));")
-                elif a.kind == ir.INTS:  # a torch.Size
+                elif a.kind == Kind.INTS:  # a torch.Size
                     self.out(depth, f"ppy_out->i.push_back(static_cast<int64_t>({atom(a)}.size()));")
                     self.out(depth, f"ppy_out->i.insert(ppy_out->i.end(), {atom(a)}.begin(), {atom(a)}.end());")
-                elif a.kind == ir.TENSORS:
+                elif a.kind == Kind.TENSORS:
                     self.out(depth, f"ppy_out->i.push_back(static_cast<int64_t>({atom(a)}.size()));")
                     self.out(depth, f"for (const at::Tensor& ppy_t : {atom(a)}) ppy_out->t.push_back(ppy_t);")
             self.out(depth, "return;")
@@ -437,29 +382,26 @@ class Emitter:
 
 def _param_decl(p: ir.Param, i: int) -> str:
     n = f"v_{p.name}"
-    if p.kind == ir.TENSOR:
-        return f"const at::Tensor& {n} = *ppy_args[{i}].t;"
-    if p.kind == ir.OPT_TENSOR:
-        return (
-            f"const ::std::optional<at::Tensor> {n} = ppy_args[{i}].none ? ::std::optional<at::Tensor>() "
-            f": ::std::optional<at::Tensor>(*ppy_args[{i}].t);"
-        )
-    if p.kind == ir.TENSORS:
-        return f"const std::vector<at::Tensor>& {n} = *ppy_args[{i}].tl;"
-    if p.kind == ir.STR:
-        return f"const std::string {n} = ppy_args[{i}].s;"
-    field = "f" if p.kind == ir.FLOAT else "i"
-    ctype = _SCALAR_CPP[p.kind]
+    ctype = cpp.cpp_type(p.kind)
+    if p.kind == Kind.TENSOR:
+        return f"const {ctype}& {n} = *ppy_args[{i}].t;"
+    if p.kind == Kind.OPT_TENSOR:
+        return f"const {ctype} {n} = ppy_args[{i}].none ? {ctype}() : {ctype}(*ppy_args[{i}].t);"
+    if p.kind == Kind.TENSORS:
+        return f"const {ctype}& {n} = *ppy_args[{i}].tl;"
+    if p.kind == Kind.STR:
+        return f"const {ctype} {n} = ppy_args[{i}].s;"
+    field = "f" if p.kind == Kind.FLOAT else "i"
     return f"const {ctype} {n} = static_cast<{ctype}>(ppy_args[{i}].{field});"
 
 
 def _helper_cpp(h: ir.Helper, source_lines: dict[int, str]) -> list[str]:
-    ret = "std::tuple<" + ", ".join(ir.CPP_TYPES[k] for k in h.result_kinds) + ">"
+    ret = "std::tuple<" + ", ".join(cpp.cpp_type(k) for k in h.result_kinds) + ">"
     params = ["int& ppy_line"] + [
         (
-            f"const {ir.CPP_TYPES[p.kind]}& {NAME(p)}"
-            if p.kind in (ir.TENSOR, ir.TENSORS, ir.INTS, ir.STR, ir.OPT_TENSOR)
-            else f"{ir.CPP_TYPES[p.kind]} {NAME(p)}"
+            f"const {cpp.cpp_type(p.kind)}& {NAME(p)}"
+            if p.kind in cpp.BY_REFERENCE
+            else f"{cpp.cpp_type(p.kind)} {NAME(p)}"
         )
         for p in h.params
     ]
@@ -505,7 +447,7 @@ def _headers(functions: list[ir.Function]) -> list[str]:
         for s in stmts:
             value = getattr(s, "value", None)
             if isinstance(value, ir.Call):
-                found.add(value.op.header)
+                found.add(cpp.op_header(value.op))
             if isinstance(s, ir.If):
                 walk(s.then)
                 walk(s.orelse)

@@ -1,13 +1,16 @@
 """Calls in the region language: ATen ops, builtins, ``math.*``, and callees.
 
-A mixin of ``frontend.FunctionCompiler``. Another ``@ppy.opt`` function or an
-adapter is compiled as a C++ helper specialised to the call site's argument
-kinds (constants stay constants), and called.
+A mixin of ``function.FunctionCompiler``. Another ``@ppy.opt`` function or an
+adapter is compiled, by a new compiler of the same class, as a helper specialised
+to the call site's argument kinds (constants stay constants), and called.
 """
 
 from __future__ import annotations
 
 import ast
+import inspect
+import linecache
+import textwrap
 import types
 from typing import Any
 
@@ -15,6 +18,7 @@ import torch
 
 from ..errors import CompileError
 from . import adapters, ir, ops
+from .ir import Kind
 from .namespace import Globals, collect_globals
 from .values import (
     MATH_FUNCTIONS,
@@ -58,31 +62,31 @@ class CallCompiler:
                 values.append((True, self.value(e.value)))
             else:
                 values.append((False, self.value(e)))
-        if not any(starred and getattr(v, "kind", None) == ir.INTS for starred, v in values):
+        if not any(starred and getattr(v, "kind", None) == Kind.INTS for starred, v in values):
             out: list[Any] = []
-            for (starred, v), e in zip(values, elts):
+            for (starred, v), e in zip(values, elts, strict=True):
                 if starred and not isinstance(v, ir.Tup):
                     raise self.error(e, "`*` of a sequence whose length is only known at run time")
                 out.extend(v.items if starred else [v])
             return out
         seq = None
-        for (starred, v), e in zip(values, elts):
+        for (starred, v), e in zip(values, elts, strict=True):
             piece = self.as_ints(e, v if starred else ir.Tup((v,)))
-            seq = piece if seq is None else self.cpp("ppy::seq_concat({0}, {1})", ir.INTS, seq, piece)
+            seq = piece if seq is None else self.intrinsic("seq_concat", Kind.INTS, seq, piece)
         return [seq]
 
     def method_call(self, node: ast.Call, m: TensorMethod, args: list, kwargs: dict) -> Any:
         t, name = m.receiver, m.name
         if name == "size":
             if not args and not kwargs:
-                return self.cpp("{0}.sizes().vec()", ir.INTS, t)
+                return self.intrinsic("tensor_sizes", Kind.INTS, t)
             d = args[0] if args else kwargs.get("dim")
-            if getattr(d, "kind", None) == ir.INT and len(args) + len(kwargs) == 1:
-                return self.cpp("{0}.size({1})", ir.INT, t, d)
+            if getattr(d, "kind", None) == Kind.INT and len(args) + len(kwargs) == 1:
+                return self.intrinsic("tensor_size", Kind.INT, t, d)
         if name == "dim" and not args and not kwargs:
-            return self.cpp("static_cast<int64_t>({0}.dim())", ir.INT, t)
+            return self.intrinsic("tensor_dim", Kind.INT, t)
         if name == "numel" and not args and not kwargs:
-            return self.cpp("{0}.numel()", ir.INT, t)
+            return self.intrinsic("tensor_numel", Kind.INT, t)
         adapter = adapters.METHODS.get(name)
         if adapter is not None:
             return self.call_adapter(node, adapter, [t] + args, kwargs)
@@ -125,8 +129,7 @@ class CallCompiler:
             raise self.error(node, f"math.{fn.__name__} takes one number in a region")
         if isinstance(args[0], ir.Const):
             return self.fold(node, fn, args[0])
-        template, kind = MATH_FUNCTIONS[fn]
-        return self.cpp(template, kind, self.as_float(args[0]))
+        return self.intrinsic(f"math.{fn.__name__}", MATH_FUNCTIONS[fn], self.as_float(args[0]))
 
     def builtin_call(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
         if kwargs:
@@ -134,19 +137,19 @@ class CallCompiler:
         if fn is isinstance and len(args) == 2 and isinstance(args[1], Static):
             want = args[1].value
             kinds = {
-                int: (ir.INT, ir.BOOL),
-                float: (ir.FLOAT,),
-                bool: (ir.BOOL,),
-                torch.Tensor: (ir.TENSOR,),
-                str: (ir.STR,),
+                int: (Kind.INT, Kind.BOOL),
+                float: (Kind.FLOAT,),
+                bool: (Kind.BOOL,),
+                torch.Tensor: (Kind.TENSOR,),
+                str: (Kind.STR,),
                 tuple: (),
                 list: (),
             }
             if want in kinds:
                 v = args[0]
                 if isinstance(v, ir.Tup):
-                    return ir.Const(want in (tuple, list), ir.BOOL)
-                return ir.Const(getattr(v, "kind", None) in kinds[want], ir.BOOL)
+                    return ir.Const(want in (tuple, list), Kind.BOOL)
+                return ir.Const(getattr(v, "kind", None) in kinds[want], Kind.BOOL)
         if len(args) == 1:
             v = args[0]
             kind = getattr(v, "kind", None)
@@ -154,32 +157,31 @@ class CallCompiler:
                 return self.fold(node, fn, v)
             if fn is len:
                 if isinstance(v, ir.Tup):
-                    return ir.Const(len(v.items), ir.INT)
-                if kind == ir.TENSOR:
-                    return self.cpp("ppy::checked_len_dim0({0})", ir.INT, v)
-                if kind in (ir.INTS, ir.TENSORS):
-                    return self.cpp("static_cast<int64_t>({0}.size())", ir.INT, v)
-            if fn is float and kind in (ir.INT, ir.BOOL, ir.FLOAT):
+                    return ir.Const(len(v.items), Kind.INT)
+                if kind == Kind.TENSOR:
+                    return self.intrinsic("tensor_len", Kind.INT, v)
+                if kind in (Kind.INTS, Kind.TENSORS):
+                    return self.intrinsic("seq_len", Kind.INT, v)
+            if fn is float and kind in (Kind.INT, Kind.BOOL, Kind.FLOAT):
                 return self.as_float(v)
-            if fn is int and kind in (ir.INT, ir.BOOL):
+            if fn is int and kind in (Kind.INT, Kind.BOOL):
                 return self.as_int(v)
-            if fn is int and kind == ir.FLOAT:
-                return self.cpp("ppy::math_trunc({0})", ir.INT, v)
-            if fn is bool and kind in ir.SCALAR_KINDS + (ir.INTS,):
+            if fn is int and kind == Kind.FLOAT:
+                return self.intrinsic("float_to_int", Kind.INT, v)
+            if fn is bool and kind in ir.SCALAR_KINDS + (Kind.INTS,):
                 return self.truth_of(node, v)
-            if fn is abs and kind == ir.FLOAT:
-                return self.cpp("std::fabs({0})", ir.FLOAT, v)
-            if fn is abs and kind in (ir.INT, ir.BOOL):
-                return self.cpp("({0} < 0 ? ppy::py_neg({0}) : {0})", ir.INT, self.as_int(v))
+            if fn is abs and kind == Kind.FLOAT:
+                return self.intrinsic("math.fabs", Kind.FLOAT, v)
+            if fn is abs and kind in (Kind.INT, Kind.BOOL):
+                return self.intrinsic("int_abs", Kind.INT, self.as_int(v))
         if fn in (min, max) and len(args) >= 2:
             kinds = {getattr(a, "kind", None) for a in args}
-            if len(kinds) == 1 and kinds.pop() in (ir.INT, ir.FLOAT):
+            if len(kinds) == 1 and kinds.pop() in (Kind.INT, Kind.FLOAT):
                 if all(isinstance(a, ir.Const) for a in args):
                     return self.fold(node, fn, *args)
                 out = args[0]
-                pick = "<" if fn is min else ">"
                 for a in args[1:]:  # Python keeps the first of equal values
-                    out = self.cpp(f"({{1}} {pick} {{0}} ? {{1}} : {{0}})", out.kind, out, a)
+                    out = self.intrinsic(fn.__name__, out.kind, out, a)
                 return out
         raise self.error(node, f"{fn.__name__}() with these arguments is not supported in a region")
 
@@ -216,9 +218,6 @@ class CallCompiler:
             return fn.node, self.g, self.filename, self.source_lines
         target = getattr(fn, "__wrapped__", fn) if getattr(fn, "__ppy_region__", False) else fn
         if isinstance(target, types.FunctionType) and getattr(target, "__ppy_opt__", 0):
-            import inspect
-            import textwrap
-
             try:
                 lines, start = inspect.getsourcelines(target)
             except (OSError, TypeError):
@@ -228,8 +227,6 @@ class CallCompiler:
             node = tree.body[0]
             ast.increment_lineno(node, start - 1)
             g = collect_globals(ast.Module(body=[], type_ignores=[]), target.__globals__)
-            import linecache
-
             file_lines = [ln.rstrip("\n") for ln in linecache.getlines(target.__code__.co_filename)]
             return node, g, target.__code__.co_filename, file_lines
         return None
@@ -261,13 +258,13 @@ class CallCompiler:
         if params.kwarg or params.kwonlyargs or params.posonlyargs or (params.vararg and not adapter):
             raise self.error(node, f"calling '{who}': only plain positional parameters are supported")
         names = [a.arg for a in params.args]
+        defaults = dict(zip(names[len(names) - len(params.defaults) :], params.defaults, strict=True))
         if params.vararg:  # adapters of variadic torch functions (torch.einsum): extra arguments as a tuple
             args = list(args[: len(names)]) + [ir.Tup(tuple(args[len(names) :]))]
             names.append(params.vararg.arg)
         if len(args) > len(names):
             raise self.error(node, f"{who}() takes {len(names)} arguments but {len(args)} were given")
-        defaults = dict(zip(names[len(names) - len(params.defaults) :], params.defaults))
-        bound: dict[str, Any] = dict(zip(names, args))
+        bound: dict[str, Any] = dict(zip(names, args, strict=False))  # fewer args: the rest by keyword or default
         for k, v in kwargs.items():
             if k not in names or k in bound:
                 raise self.error(node, f"{who}() got an unexpected or repeated argument '{k}'")
@@ -300,12 +297,8 @@ class CallCompiler:
         names: list[str],
         bound: dict,
         adapter: bool,
-    ) -> tuple[str, Any, tuple[str, ...]]:
-        from .frontend import FunctionCompiler  # the mixin's host class
-
-        sub = FunctionCompiler(
-            fdef, g, filename, lines, self.ctx, region_name=self.region_name, adapter=adapter, helper=True
-        )
+    ) -> tuple[str, Any, tuple[Kind, ...]]:
+        sub = type(self)(fdef, g, filename, lines, self.ctx, region_name=self.region_name, adapter=adapter, helper=True)
         params: list[ir.Var] = []
         for n in names:
             sub.locals[n] = sub.rename_params(bound[n], n, params)
@@ -321,8 +314,8 @@ class CallCompiler:
         finally:
             self.ctx.stack.pop()
         if not sub.terminated:
-            sub.emit(ir.Return((), "helper", sub.line()))
-            sub.returns.append(("helper", structure_of(ir.Const(None, ir.NONE))))
+            sub.emit(ir.Return((), ir.HELPER_RETURN, sub.line()))
+            sub.returns.append((ir.HELPER_RETURN, structure_of(ir.Const(None, Kind.NONE))))
         structures = {s for _, s in sub.returns}
         if len(structures) != 1:
             raise self.error(node, f"'{fdef.name}' returns different kinds of value on different paths")

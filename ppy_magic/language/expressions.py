@@ -1,8 +1,9 @@
-"""Expressions of the region language: names, attributes, arithmetic, comparisons, indexing.
+"""Expressions of the region language: names, attributes, f-strings, arithmetic, truth, comparisons.
 
-A mixin of ``frontend.FunctionCompiler``: each ``visit_<Node>`` returns a value
+A mixin of ``function.FunctionCompiler``: each ``visit_<Node>`` returns a value
 (an ``ir`` atom, an ``ir.Tup`` or a ``Static``), emitting the statements that
-compute it in Python's evaluation order.
+compute it in Python's evaluation order. What is not an ATen op is an intrinsic
+(``ir.INTRINSICS``), chosen from the tables in ``values.py``.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ import builtins
 from typing import Any
 
 from . import ir, ops
+from .ir import Kind
 from .values import (
-    CPP_COMPARE,
+    COMPARE_INTRINSICS,
+    FLOAT_BINOPS,
+    INT_BINOPS,
     PLAIN_FUNCTION,
     PLAIN_FUNCTION_HINT,
     PY_BINOPS,
@@ -59,9 +63,8 @@ class ExpressionCompiler:
                 f"name '{node.id}' is not known when the region is compiled",
                 "Define it before the function: a module, or an int/float/bool/str constant.",
             )
-        if not hasattr(builtins, node.id) or node.id in self.g.values:
-            if not self.adapter:
-                self.ctx.frozen[node.id] = value
+        if (not hasattr(builtins, node.id) or node.id in self.g.values) and not self.adapter:
+            self.ctx.frozen[node.id] = value
         c = constant(value)
         if c is not None:
             return c
@@ -77,26 +80,25 @@ class ExpressionCompiler:
             c = constant(attr)
             return c if c is not None else Static(attr)
         kind = getattr(base, "kind", None)
-        if kind == ir.TENSOR:
+        if kind == Kind.TENSOR:
             return self.tensor_attribute(node, base)
         raise self.error(node, f"attribute `.{node.attr}` of {ops.describe(base)} is not supported in a region")
 
-    _TENSOR_PROPERTIES = {"T": "numpy_T", "mT": "mT", "H": "matrix_H", "mH": "mH"}
+    _TENSOR_PROPERTIES = {"T": "numpy_T", "mT": "mT", "H": "matrix_H", "mH": "mH"}  # ATen ops
+    _TENSOR_ATTRIBUTES = {  # intrinsics
+        "shape": ("tensor_sizes", Kind.INTS),
+        "ndim": ("tensor_dim", Kind.INT),
+        "dtype": ("tensor_dtype", Kind.DTYPE),
+        "device": ("tensor_device", Kind.DEVICE),
+        "requires_grad": ("tensor_requires_grad", Kind.BOOL),
+        "is_cuda": ("tensor_is_cuda", Kind.BOOL),
+    }
 
     def tensor_attribute(self, node: ast.Attribute, t: ir.Atom) -> Any:
         a = node.attr
-        if a == "shape":
-            return self.cpp("{0}.sizes().vec()", ir.INTS, t)
-        if a == "ndim":
-            return self.cpp("static_cast<int64_t>({0}.dim())", ir.INT, t)
-        if a == "dtype":
-            return self.cpp("{0}.scalar_type()", ir.DTYPE, t)
-        if a == "device":
-            return self.cpp("{0}.device()", ir.DEVICE, t)
-        if a == "requires_grad":
-            return self.cpp("{0}.requires_grad()", ir.BOOL, t)
-        if a == "is_cuda":
-            return self.cpp("{0}.is_cuda()", ir.BOOL, t)
+        if a in self._TENSOR_ATTRIBUTES:
+            name, kind = self._TENSOR_ATTRIBUTES[a]
+            return self.intrinsic(name, kind, t)
         if a in self._TENSOR_PROPERTIES:
             return self.call_op(
                 node, ops.OpSpec(self._TENSOR_PROPERTIES[a]), [t], {}, method=True, display=f"Tensor.{a}"
@@ -108,7 +110,7 @@ class ExpressionCompiler:
         parts: list[Any] = []
         for part in node.values:
             if isinstance(part, ast.Constant):
-                parts.append(ir.Const(part.value, ir.STR))
+                parts.append(ir.Const(part.value, Kind.STR))
                 continue
             if (
                 not isinstance(part, ast.FormattedValue)
@@ -117,16 +119,15 @@ class ExpressionCompiler:
             ):
                 raise self.error(part, "only plain {value} fields are supported in an f-string in a region")
             v = self.value(part.value)
-            if isinstance(v, ir.Const) and v.kind != ir.DTYPE:
-                parts.append(ir.Const(str(v.value), ir.STR))
-            elif getattr(v, "kind", None) in (ir.INT, ir.FLOAT, ir.BOOL, ir.STR, ir.INTS):
+            if isinstance(v, ir.Const) and v.kind != Kind.DTYPE:
+                parts.append(ir.Const(str(v.value), Kind.STR))
+            elif getattr(v, "kind", None) in (Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.STR, Kind.INTS):
                 parts.append(v)
             else:
                 raise self.error(part, f"formatting {ops.describe(v)} in an f-string is not supported in a region")
         if all(isinstance(p, ir.Const) for p in parts):
-            return ir.Const("".join(p.value for p in parts), ir.STR)
-        template = " + ".join(f"ppy::py_str({{{i}}})" for i in range(len(parts)))
-        return self.cpp(f"(std::string() + {template})", ir.STR, *parts)
+            return ir.Const("".join(p.value for p in parts), Kind.STR)
+        return self.intrinsic("str_concat", Kind.STR, *parts)
 
     def visit_Tuple(self, node: ast.Tuple) -> ir.Tup:
         return ir.Tup(tuple(self.starred_items(node.elts)))
@@ -154,19 +155,19 @@ class ExpressionCompiler:
 
     def binop(self, node: ast.AST, op: ast.operator, lhs: Any, rhs: Any) -> Any:
         symbol = SYMBOLS.get(type(op), type(op).__name__)
-        if isinstance(lhs, ir.Tup) or isinstance(rhs, ir.Tup) or getattr(lhs, "kind", None) == ir.INTS:
+        if isinstance(lhs, ir.Tup) or isinstance(rhs, ir.Tup) or getattr(lhs, "kind", None) == Kind.INTS:
             return self.sequence_binop(node, op, lhs, rhs)
         lk, rk = getattr(lhs, "kind", None), getattr(rhs, "kind", None)
         if isinstance(lhs, ir.Const) and isinstance(rhs, ir.Const):
             return self.fold(node, PY_BINOPS[type(op)], lhs, rhs)
-        if lk == ir.TENSOR:
+        if lk == Kind.TENSOR:
             forward = ops.BINOPS.get(type(op))
             if forward is None:
                 raise self.error(node, f"the operator `{symbol}` is not supported in a region")
             if type(op) is ast.Div:  # Tensor.__truediv__ is div
                 return self.call_op(node, ops.OpSpec("div"), [lhs, rhs], {}, method=True, display="Tensor /")
             return self.call_op(node, ops.OpSpec(forward[0]), [lhs, rhs], {}, method=True, display=f"Tensor {symbol}")
-        if rk == ir.TENSOR and lk in ir.SCALAR_KINDS:
+        if rk == Kind.TENSOR and lk in ir.SCALAR_KINDS:
             reflected = ops.BINOPS.get(type(op), (None, None))[1]
             if reflected == "rdiv":  # torch/_tensor.py: __rdiv__ is self.reciprocal() * other
                 recip = self.call_op(node, ops.OpSpec("reciprocal"), [rhs], {}, method=True)
@@ -189,76 +190,50 @@ class ExpressionCompiler:
 
     def scalar_binop(self, node: ast.AST, op: ast.operator, a: ir.Atom, b: ir.Atom) -> ir.Var:
         t = type(op)
-        ints = a.kind in (ir.INT, ir.BOOL) and b.kind in (ir.INT, ir.BOOL)
+        ints = a.kind in (Kind.INT, Kind.BOOL) and b.kind in (Kind.INT, Kind.BOOL)
         if ints:
-            ia, ib = self.as_int(a), self.as_int(b)
-            table = {
-                ast.Add: "ppy::py_add({0}, {1})",
-                ast.Sub: "ppy::py_sub({0}, {1})",
-                ast.Mult: "ppy::py_mul({0}, {1})",
-                ast.FloorDiv: "ppy::py_floordiv({0}, {1})",
-                ast.Mod: "ppy::py_mod({0}, {1})",
-                ast.BitAnd: "({0} & {1})",
-                ast.BitOr: "({0} | {1})",
-                ast.BitXor: "({0} ^ {1})",
-                ast.LShift: "ppy::py_lshift({0}, {1})",
-                ast.RShift: "ppy::py_rshift({0}, {1})",
-            }
-            if t in table:
-                if a.kind == b.kind == ir.BOOL and t in (ast.BitAnd, ast.BitOr, ast.BitXor):
-                    return self.cpp(table[t], ir.BOOL, a, b)
-                return self.cpp(table[t], ir.INT, ia, ib)
+            if t in INT_BINOPS:
+                if a.kind == b.kind == Kind.BOOL and t in (ast.BitAnd, ast.BitOr, ast.BitXor):
+                    return self.intrinsic(INT_BINOPS[t], Kind.BOOL, a, b)
+                return self.intrinsic(INT_BINOPS[t], Kind.INT, self.as_int(a), self.as_int(b))
             if t is ast.Div:
-                return self.cpp("ppy::py_int_truediv({0}, {1})", ir.FLOAT, ia, ib)
+                return self.intrinsic("int_truediv", Kind.FLOAT, self.as_int(a), self.as_int(b))
             if t is ast.Pow:
                 if isinstance(b, ir.Const) and b.value >= 0:
-                    return self.cpp("ppy::py_pow({0}, {1})", ir.INT, ia, ib)
+                    return self.intrinsic("int_pow", Kind.INT, self.as_int(a), self.as_int(b))
                 raise self.error(
                     node,
                     "int ** int with an exponent only known at run time may be an int or a float in Python",
                     "Write float(x) ** n or use a constant exponent.",
                 )
-        else:
-            fa, fb = self.as_float(a), self.as_float(b)
-            table = {
-                ast.Add: "({0} + {1})",
-                ast.Sub: "({0} - {1})",
-                ast.Mult: "({0} * {1})",
-                ast.Div: "ppy::py_truediv({0}, {1})",
-                ast.FloorDiv: "ppy::py_ffloordiv({0}, {1})",
-                ast.Mod: "ppy::py_fmod({0}, {1})",
-                ast.Pow: "ppy::py_fpow({0}, {1})",
-            }
-            if t in table:
-                return self.cpp(table[t], ir.FLOAT, fa, fb)
+        elif t in FLOAT_BINOPS:
+            return self.intrinsic(FLOAT_BINOPS[t], Kind.FLOAT, self.as_float(a), self.as_float(b))
         raise self.error(
             node, f"`{SYMBOLS.get(t, '?')}` on {ops.describe(a)} and {ops.describe(b)} is not supported in a region"
         )
 
     def as_int(self, a: ir.Atom) -> ir.Atom:
-        if a.kind == ir.BOOL:
+        if a.kind == Kind.BOOL:
             return (
-                ir.Const(int(a.value), ir.INT)
-                if isinstance(a, ir.Const)
-                else self.cpp("static_cast<int64_t>({0})", ir.INT, a)
+                ir.Const(int(a.value), Kind.INT) if isinstance(a, ir.Const) else self.intrinsic("to_int", Kind.INT, a)
             )
         return a
 
     def as_float(self, a: ir.Atom) -> ir.Atom:
-        if a.kind == ir.FLOAT:
+        if a.kind == Kind.FLOAT:
             return a
         if isinstance(a, ir.Const):
-            return ir.Const(float(a.value), ir.FLOAT)
-        return self.cpp("static_cast<double>({0})", ir.FLOAT, a)
+            return ir.Const(float(a.value), Kind.FLOAT)
+        return self.intrinsic("to_float", Kind.FLOAT, a)
 
     def sequence_binop(self, node: ast.AST, op: ast.operator, lhs: Any, rhs: Any) -> Any:
         if type(op) is ast.Add and isinstance(lhs, ir.Tup) and isinstance(rhs, ir.Tup):
             return ir.Tup(lhs.items + rhs.items)
         if type(op) is ast.Add and all(
-            isinstance(v, ir.Tup) or getattr(v, "kind", None) == ir.INTS for v in (lhs, rhs)
+            isinstance(v, ir.Tup) or getattr(v, "kind", None) == Kind.INTS for v in (lhs, rhs)
         ):
-            return self.cpp("ppy::seq_concat({0}, {1})", ir.INTS, self.as_ints(node, lhs), self.as_ints(node, rhs))
-        if type(op) is ast.Mult and isinstance(lhs, ir.Tup) and isinstance(rhs, ir.Const) and rhs.kind == ir.INT:
+            return self.intrinsic("seq_concat", Kind.INTS, self.as_ints(node, lhs), self.as_ints(node, rhs))
+        if type(op) is ast.Mult and isinstance(lhs, ir.Tup) and isinstance(rhs, ir.Const) and rhs.kind == Kind.INT:
             return ir.Tup(lhs.items * rhs.value)
         raise self.error(
             node,
@@ -267,29 +242,28 @@ class ExpressionCompiler:
         )
 
     def as_ints(self, node: ast.AST, v: Any) -> ir.Atom:
-        if getattr(v, "kind", None) == ir.INTS:
+        if getattr(v, "kind", None) == Kind.INTS:
             return v
-        if isinstance(v, ir.Tup) and all(getattr(i, "kind", None) == ir.INT for i in v.items):
-            fmt = "std::vector<int64_t>{" + ", ".join(f"{{{i}}}" for i in range(len(v.items))) + "}"
-            return self.cpp(fmt, ir.INTS, *v.items)
+        if isinstance(v, ir.Tup) and all(getattr(i, "kind", None) == Kind.INT for i in v.items):
+            return self.intrinsic("ints_make", Kind.INTS, *v.items)
         raise self.error(node, f"expected a sequence of ints, got {ops.describe(v)}")
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
         operand = self.value(node.operand)
         if isinstance(node.op, ast.Not):
             t = self.truth_of(node, operand)
-            return ir.Const(not t.value, ir.BOOL) if isinstance(t, ir.Const) else self.cpp("(!{0})", ir.BOOL, t)
+            return ir.Const(not t.value, Kind.BOOL) if isinstance(t, ir.Const) else self.intrinsic("not", Kind.BOOL, t)
         if isinstance(operand, ir.Const):
             return self.fold(node, PY_UNARYOPS[type(node.op)], operand)
         kind = getattr(operand, "kind", None)
-        if kind == ir.TENSOR:
+        if kind == Kind.TENSOR:
             return self.call_op(node, ops.OpSpec(ops.UNARYOPS[type(node.op)]), [operand], {}, method=True)
         if kind in ir.SCALAR_KINDS and isinstance(node.op, ast.USub):
-            if kind == ir.FLOAT:
-                return self.cpp("(-{0})", ir.FLOAT, operand)
-            return self.cpp("ppy::py_neg({0})", ir.INT, self.as_int(operand))
+            if kind == Kind.FLOAT:
+                return self.intrinsic("float_neg", Kind.FLOAT, operand)
+            return self.intrinsic("int_neg", Kind.INT, self.as_int(operand))
         if kind in ir.SCALAR_KINDS and isinstance(node.op, ast.UAdd):
-            return operand if kind != ir.BOOL else self.as_int(operand)
+            return operand if kind != Kind.BOOL else self.as_int(operand)
         raise self.error(node, f"{describe_node(node)} on {ops.describe(operand)} is not supported in a region")
 
     def fold(self, node: ast.AST, fn: Any, *consts: ir.Const) -> Any:
@@ -308,21 +282,21 @@ class ExpressionCompiler:
 
     def truth_of(self, node: ast.AST, v: Any) -> ir.Atom:
         if isinstance(v, ir.Const):
-            return ir.Const(bool(v.value), ir.BOOL)
+            return ir.Const(bool(v.value), Kind.BOOL)
         if isinstance(v, ir.Tup):
-            return ir.Const(bool(v.items), ir.BOOL)
+            return ir.Const(bool(v.items), Kind.BOOL)
         if isinstance(v, Static):
-            return ir.Const(bool(v.value), ir.BOOL)
+            return ir.Const(bool(v.value), Kind.BOOL)
         kind = v.kind
-        if kind == ir.BOOL:
+        if kind == Kind.BOOL:
             return v
-        if kind == ir.INT:
-            return self.cpp("({0} != 0)", ir.BOOL, v)
-        if kind == ir.FLOAT:
-            return self.cpp("({0} != 0.0)", ir.BOOL, v)
-        if kind in (ir.INTS, ir.TENSORS, ir.STR):
-            return self.cpp("(!{0}.empty())", ir.BOOL, v)
-        if kind == ir.OPT_TENSOR:
+        if kind == Kind.INT:
+            return self.intrinsic("int_truth", Kind.BOOL, v)
+        if kind == Kind.FLOAT:
+            return self.intrinsic("float_truth", Kind.BOOL, v)
+        if kind in (Kind.INTS, Kind.TENSORS, Kind.STR):
+            return self.intrinsic("nonempty", Kind.BOOL, v)
+        if kind == Kind.OPT_TENSOR:
             raise self.error(
                 node,
                 "the truth of a Tensor-or-None value is not supported in a region",
@@ -342,16 +316,16 @@ class ExpressionCompiler:
             for i, sub in enumerate(node.values):
                 v = self.value(sub) if i else first
                 if not isinstance(v, ir.Const):
-                    if getattr(v, "kind", None) != ir.BOOL:
+                    if getattr(v, "kind", None) != Kind.BOOL:
                         raise self.error(sub, "`and`/`or` are supported on bools in a region")
                     return v
                 if (isinstance(node.op, ast.And) and not v.value) or (isinstance(node.op, ast.Or) and v.value):
                     return v
             return v
-        if getattr(first, "kind", None) != ir.BOOL:
+        if getattr(first, "kind", None) != Kind.BOOL:
             raise self.error(node.values[0], "`and`/`or` are supported on bools in a region")
         # Short-circuit with an `if`, so the right side's ATen calls run only when Python runs them.
-        out = self.new_var("cond", ir.BOOL)
+        out = self.new_var("cond", Kind.BOOL)
         self.emit(ir.Declare(out, self.line()))
         self.emit(ir.Move(out, first, self.line()))
         self.short_circuit(node, out, node.values[1:])
@@ -360,22 +334,21 @@ class ExpressionCompiler:
     def short_circuit(self, node: ast.BoolOp, out: ir.Var, rest: list[ast.expr]) -> None:
         if not rest:
             return
-        saved, self.body = self.body, []
-        v = self.value(rest[0])
-        if getattr(v, "kind", None) != ir.BOOL:
-            raise self.error(rest[0], "`and`/`or` are supported on bools in a region")
-        self.emit(ir.Move(out, v, self.line()))
-        self.short_circuit(node, out, rest[1:])
-        inner, self.body = self.body, saved
+        with self.block() as lazy:
+            v = self.value(rest[0])
+            if getattr(v, "kind", None) != Kind.BOOL:
+                raise self.error(rest[0], "`and`/`or` are supported on bools in a region")
+            self.emit(ir.Move(out, v, self.line()))
+            self.short_circuit(node, out, rest[1:])
         if isinstance(node.op, ast.And):
-            self.emit(ir.If(out, tuple(inner), (), self.line()))
+            self.emit(ir.If(out, tuple(lazy.body), (), self.line()))
         else:
-            self.emit(ir.If(out, (), tuple(inner), self.line()))
+            self.emit(ir.If(out, (), tuple(lazy.body), self.line()))
 
     def visit_Compare(self, node: ast.Compare) -> Any:
         left = self.value(node.left)
         result = None
-        for op, comp in zip(node.ops, node.comparators):
+        for op, comp in zip(node.ops, node.comparators, strict=True):
             right = self.value(comp)
             part = self.compare(node, op, left, right)
             if result is None:
@@ -385,7 +358,7 @@ class ExpressionCompiler:
             elif isinstance(part, ir.Const):
                 result = result if part.value else part
             else:
-                result = self.cpp("({0} && {1})", ir.BOOL, result, part)
+                result = self.intrinsic("and", Kind.BOOL, result, part)
             left = right
         return result
 
@@ -396,38 +369,39 @@ class ExpressionCompiler:
         if isinstance(a, ir.Const) and isinstance(b, ir.Const):
             return self.fold(node, PY_COMPARE[t], a, b)
         ka, kb = getattr(a, "kind", None), getattr(b, "kind", None)
-        if ka == ir.TENSOR or (kb == ir.TENSOR and ka in ir.SCALAR_KINDS):
+        if ka == Kind.TENSOR or (kb == Kind.TENSOR and ka in ir.SCALAR_KINDS):
             if t not in ops.COMPARE_OPS:
                 raise self.error(node, f"{describe_node(node)} on tensors is not supported in a region")
             name, swapped = ops.COMPARE_OPS[t]
-            if ka == ir.TENSOR:
+            if ka == Kind.TENSOR:
                 return self.call_op(node, ops.OpSpec(name), [a, b], {}, method=True)
             return self.call_op(node, ops.OpSpec(swapped), [b, a], {}, method=True)
-        if ka in ir.SCALAR_KINDS and kb in ir.SCALAR_KINDS and t in CPP_COMPARE:
-            if ka == kb or {ka, kb} == {ir.INT, ir.BOOL}:
-                return self.cpp(f"({{0}} {CPP_COMPARE[t]} {{1}})", ir.BOOL, a, b)
-            return self.cpp(f"(ppy::exact({{0}}) {CPP_COMPARE[t]} ppy::exact({{1}}))", ir.BOOL, a, b)
-        if ka == kb == ir.STR and t in (ast.Eq, ast.NotEq):
-            return self.cpp(f"(std::string({{0}}) {CPP_COMPARE[t]} std::string({{1}}))", ir.BOOL, a, b)
-        if ka == ir.DTYPE and kb == ir.DTYPE and t in (ast.Eq, ast.NotEq):
-            return self.cpp(f"({{0}} {CPP_COMPARE[t]} {{1}})", ir.BOOL, a, b)
-        if t in (ast.Eq, ast.NotEq) and (isinstance(a, ir.Tup) or isinstance(b, ir.Tup) or ka == ir.INTS):
+        cmp = COMPARE_INTRINSICS.get(t)
+        if ka in ir.SCALAR_KINDS and kb in ir.SCALAR_KINDS and cmp is not None:
+            if ka == kb or {ka, kb} == {Kind.INT, Kind.BOOL}:
+                return self.intrinsic(cmp, Kind.BOOL, a, b)
+            return self.intrinsic(f"exact_{cmp}", Kind.BOOL, a, b)
+        if ka == kb == Kind.STR and t in (ast.Eq, ast.NotEq):
+            return self.intrinsic(f"str_{cmp}", Kind.BOOL, a, b)
+        if ka == Kind.DTYPE and kb == Kind.DTYPE and t in (ast.Eq, ast.NotEq):
+            return self.intrinsic(cmp, Kind.BOOL, a, b)
+        if t in (ast.Eq, ast.NotEq) and (isinstance(a, ir.Tup) or isinstance(b, ir.Tup) or ka == Kind.INTS):
             lhs, rhs = self.as_ints(node, a), self.as_ints(node, b)
-            return self.cpp(f"({{0}} {CPP_COMPARE[t]} {{1}})", ir.BOOL, lhs, rhs)
+            return self.intrinsic(cmp, Kind.BOOL, lhs, rhs)
         raise self.error(node, f"comparing {ops.describe(a)} with {ops.describe(b)} is not supported in a region")
 
     def identity(self, node: ast.AST, is_: bool, a: Any, b: Any) -> ir.Atom:
-        if isinstance(b, ir.Const) and b.kind == ir.NONE:
+        if isinstance(b, ir.Const) and b.kind == Kind.NONE:
             a, b = b, a
-        if isinstance(a, ir.Const) and a.kind == ir.NONE:
+        if isinstance(a, ir.Const) and a.kind == Kind.NONE:
             kind = getattr(b, "kind", None)
-            if kind == ir.OPT_TENSOR:
-                return self.cpp("(!{0}.has_value())" if is_ else "{0}.has_value()", ir.BOOL, b)
+            if kind == Kind.OPT_TENSOR:
+                return self.intrinsic("is_none" if is_ else "is_not_none", Kind.BOOL, b)
             if isinstance(b, ir.Const) or kind is not None or isinstance(b, (ir.Tup, Static)):
-                same = isinstance(b, ir.Const) and b.kind == ir.NONE
-                return ir.Const(same == is_, ir.BOOL)
+                same = isinstance(b, ir.Const) and b.kind == Kind.NONE
+                return ir.Const(same == is_, Kind.BOOL)
         if isinstance(a, Static) and isinstance(b, Static):
-            return ir.Const((a.value is b.value) == is_, ir.BOOL)
+            return ir.Const((a.value is b.value) == is_, Kind.BOOL)
         raise self.error(node, "`is` is supported in a region only to compare with None")
 
     def visit_IfExp(self, node: ast.IfExp) -> Any:
@@ -437,138 +411,11 @@ class ExpressionCompiler:
         results = []
         bodies = []
         for expr in (node.body, node.orelse):
-            saved, self.body = self.body, []
-            results.append(self.value(expr))
-            bodies.append(self.body)
-            self.body = saved
+            with self.block() as path:
+                results.append(self.value(expr))
+            bodies.append(path.body)
         joined = self.join(node, "value", results, bodies)
         if isinstance(joined, Unbound):
             raise self.error(node, "the two branches of this conditional expression have different kinds")
         self.emit(ir.If(test, tuple(bodies[0]), tuple(bodies[1]), self.line()))
         return joined
-
-    # indexing
-    def visit_Subscript(self, node: ast.Subscript) -> Any:
-        base = self.value(node.value)
-        if isinstance(base, ir.Tup):
-            return self.tuple_index(node, base)
-        kind = getattr(base, "kind", None)
-        if kind in (ir.INTS, ir.TENSORS):
-            return self.sequence_index(node, base)
-        if kind != ir.TENSOR:
-            raise self.error(node, f"indexing {ops.describe(base)} is not supported in a region")
-        return self.getitem(node, base, self.index_items(node.slice))
-
-    def tuple_index(self, node: ast.Subscript, base: ir.Tup) -> Any:
-        idx = self.value(node.slice) if not isinstance(node.slice, ast.Slice) else None
-        if isinstance(node.slice, ast.Slice):
-            parts = [
-                self.value(p) if p is not None else ir.Const(None, ir.NONE)
-                for p in (node.slice.lower, node.slice.upper, node.slice.step)
-            ]
-            if all(isinstance(p, ir.Const) for p in parts):
-                return ir.Tup(base.items[slice(*(p.value for p in parts))])
-            return self.sequence_index(node, self.as_ints(node, base))
-        if isinstance(idx, ir.Const) and idx.kind == ir.INT:
-            try:
-                return base.items[idx.value]
-            except IndexError:
-                raise self.error(node, "tuple index out of range") from None
-        if getattr(idx, "kind", None) == ir.INT and all(getattr(i, "kind", None) == ir.INT for i in base.items):
-            return self.cpp("ppy::seq_index({0}, {1})", ir.INT, self.as_ints(node, base), idx)
-        raise self.error(node, "indexing a tuple needs an int index known at compile time")
-
-    def sequence_index(self, node: ast.Subscript, base: ir.Atom) -> Any:
-        item = ir.INT if base.kind == ir.INTS else ir.TENSOR
-        if isinstance(node.slice, ast.Slice):
-            parts = []
-            for p in (node.slice.lower, node.slice.upper, node.slice.step):
-                v = self.value(p) if p is not None else ir.Const(None, ir.NONE)
-                if getattr(v, "kind", None) not in (ir.INT, ir.NONE):
-                    raise self.error(node, "slice bounds must be ints or None")
-                parts.append(v)
-            if base.kind != ir.INTS:
-                raise self.error(node, "slicing a list of tensors is not supported in a region")
-            opt = [
-                "c10::optional<int64_t>()"
-                if isinstance(p, ir.Const) and p.value is None
-                else f"c10::optional<int64_t>({{{i + 1}}})"
-                for i, p in enumerate(parts)
-            ]
-            args = [p for p in parts if not (isinstance(p, ir.Const) and p.value is None)]
-            # renumber the placeholders of the parts that are present
-            k = 1
-            fmt = []
-            for o in opt:
-                if "{" in o:
-                    fmt.append(f"c10::optional<int64_t>({{{k}}})")
-                    k += 1
-                else:
-                    fmt.append(o)
-            return self.cpp("ppy::seq_slice({0}, " + ", ".join(fmt) + ")", ir.INTS, base, *args)
-        idx = self.value(node.slice)
-        if getattr(idx, "kind", None) != ir.INT:
-            raise self.error(node.slice, "a sequence index must be an int")
-        if item == ir.INT:
-            return self.cpp("ppy::seq_index({0}, {1})", ir.INT, base, idx)
-        n = self.cpp("static_cast<int64_t>({0}.size())", ir.INT, base)
-        self.emit(
-            ir.If(
-                self.cpp("({0} < -{1} || {0} >= {1})", ir.BOOL, idx, n),
-                (ir.Raise("IndexError", "tuple index out of range", self.line()),),
-                (),
-                self.line(),
-            )
-        )
-        return self.cpp("{0}[{1} < 0 ? {1} + {2} : {1}]", ir.TENSOR, base, idx, n)
-
-    def index_items(self, sl: ast.expr) -> tuple[ir.IndexItem, ...]:
-        elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
-        items = []
-        for e in elts:
-            if isinstance(e, ast.Slice):
-                parts = []
-                for p in (e.lower, e.upper, e.step):
-                    v = self.value(p) if p is not None else None
-                    if v is not None and not (
-                        getattr(v, "kind", None) in (ir.INT, ir.BOOL) or (isinstance(v, ir.Const) and v.kind == ir.NONE)
-                    ):
-                        raise self.error(p, f"slice bounds must be ints or None, got {ops.describe(v)}")
-                    parts.append(None if v is None or (isinstance(v, ir.Const) and v.kind == ir.NONE) else v)
-                items.append(ir.IndexItem("slice", tuple(parts)))
-                continue
-            v = self.value(e)
-            if isinstance(v, Static) and v.value is Ellipsis:
-                items.append(ir.IndexItem("ellipsis"))
-            elif isinstance(v, ir.Const) and v.kind == ir.NONE:
-                items.append(ir.IndexItem("none"))
-            elif getattr(v, "kind", None) == ir.INT:
-                items.append(ir.IndexItem("int", (v,)))
-            elif getattr(v, "kind", None) == ir.BOOL:
-                items.append(ir.IndexItem("bool", (v,)))
-            elif getattr(v, "kind", None) == ir.TENSOR:
-                items.append(ir.IndexItem("tensor", (v,)))
-            elif isinstance(v, ir.Tup) and v.items and all(getattr(i, "kind", None) == ir.INT for i in v.items):
-                items.append(ir.IndexItem("list", tuple(v.items)))  # x[:, [0, -1]]: a Long index tensor
-            else:
-                raise self.error(
-                    e,
-                    f"indexing a tensor with {ops.describe(v)} is not supported in a region",
-                    "Index with ints, slices, None, ..., or tensors.",
-                )
-        return tuple(items)
-
-    def getitem(self, node: ast.AST, base: ir.Atom, index: tuple[ir.IndexItem, ...]) -> ir.Var:
-        return self.assign(ir.GetItem(base, index), ir.TENSOR)
-
-    def setitem(self, target: ast.Subscript, value: Any) -> None:
-        base = self.value(target.value)
-        if getattr(base, "kind", None) != ir.TENSOR:
-            raise self.error(target, "only tensors support item assignment in a region")
-        self.store_item(target, base, self.index_items(target.slice), value)
-
-    def store_item(self, node: ast.AST, base: ir.Atom, index: tuple[ir.IndexItem, ...], value: Any) -> None:
-        kind = getattr(value, "kind", None)
-        if kind not in (ir.TENSOR, ir.FLOAT, ir.INT, ir.BOOL):
-            raise self.error(node, f"assigning {ops.describe(value)} into a tensor is not supported in a region")
-        self.emit(ir.SetItem(base, index, value, self.line()))

@@ -9,66 +9,174 @@ as eager. Every statement carries the Python line it came from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from enum import Enum
+from typing import Any
 
 from .schemas import Overload
 
-# Value kinds. The scalar and tensor letters are also the runtime's parameter codes.
-TENSOR = "T"
-FLOAT = "f"
-INT = "i"
-BOOL = "b"
-NONE = "N"
-STR = "s"
-DTYPE = "d"
-INTS = "I"  # a sequence of ints known at run time (sizes)
-TENSORS = "L"  # a list of tensors
-OPT_TENSOR = "O"  # a tensor or None
-DEVICE = "D"  # a torch.device read from a tensor
-OPAQUE = "o"  # a C++ constant with no Python value to speak of (memory format, layout)
-SCALAR_KINDS = (FLOAT, INT, BOOL)
+
+class Kind(str, Enum):
+    """The kind of a value. The letters of the runtime's kinds are its parameter codes."""
+
+    TENSOR = "T"
+    FLOAT = "f"
+    INT = "i"
+    BOOL = "b"
+    NONE = "N"
+    STR = "s"
+    DTYPE = "d"
+    INTS = "I"  # a sequence of ints known at run time (sizes)
+    TENSORS = "L"  # a list of tensors
+    OPT_TENSOR = "O"  # a tensor or None
+    DEVICE = "D"  # a torch.device read from a tensor
+    ENUM = "o"  # a torch enum constant with no arithmetic: a memory format or a layout
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+SCALAR_KINDS = (Kind.FLOAT, Kind.INT, Kind.BOOL)
 KIND_NAMES = {
-    TENSOR: "Tensor",
-    FLOAT: "float",
-    INT: "int",
-    BOOL: "bool",
-    NONE: "None",
-    STR: "str",
-    DTYPE: "torch.dtype",
-    INTS: "a sequence of ints",
-    TENSORS: "a list of tensors",
-    OPT_TENSOR: "Tensor | None",
-    DEVICE: "torch.device",
-    OPAQUE: "constant",
+    Kind.TENSOR: "Tensor",
+    Kind.FLOAT: "float",
+    Kind.INT: "int",
+    Kind.BOOL: "bool",
+    Kind.NONE: "None",
+    Kind.STR: "str",
+    Kind.DTYPE: "torch.dtype",
+    Kind.INTS: "a sequence of ints",
+    Kind.TENSORS: "a list of tensors",
+    Kind.OPT_TENSOR: "Tensor | None",
+    Kind.DEVICE: "torch.device",
+    Kind.ENUM: "constant",
 }
-CPP_TYPES = {
-    TENSOR: "at::Tensor",
-    FLOAT: "double",
-    INT: "int64_t",
-    BOOL: "bool",
-    STR: "std::string",
-    DTYPE: "at::ScalarType",
-    INTS: "std::vector<int64_t>",
-    TENSORS: "std::vector<at::Tensor>",
-    OPT_TENSOR: "::std::optional<at::Tensor>",
-    DEVICE: "at::Device",
+# The runtime's return-spec letter of each kind a region can return ("(...)" nests, "R<k>(...)" is a named tuple).
+RETURN_CODES = {
+    Kind.TENSOR: "T",
+    Kind.FLOAT: "f",
+    Kind.INT: "i",
+    Kind.BOOL: "b",
+    Kind.NONE: "N",
+    Kind.TENSORS: "V",
+    Kind.INTS: "S",
+}
+HELPER_RETURN = "helper"  # the spec of a helper's return: the runtime atoms, as a tuple
+
+# The intrinsics: operations of the region language that are not ATen ops. The IR names
+# them; the backend has one spelling of each (backend/cpp.py), and a name it does not know
+# fails the code generation. Operands are atoms, in the order given here.
+INTRINSICS: dict[str, str] = {
+    # tensors
+    "tensor_sizes": "x.shape / x.size(): the sizes of a tensor (ints)",
+    "tensor_size": "x.size(d): one size of a tensor, d checked and wrapped as PyTorch does",
+    "tensor_dim": "x.dim() / x.ndim",
+    "tensor_numel": "x.numel()",
+    "tensor_dtype": "x.dtype",
+    "tensor_device": "x.device",
+    "tensor_requires_grad": "x.requires_grad",
+    "tensor_is_cuda": "x.is_cuda",
+    "tensor_len": "len(x): the size of dimension 0; TypeError on a 0-dim tensor",
+    "is_none": "x is None, for a Tensor-or-None",
+    "is_not_none": "x is not None, for a Tensor-or-None",
+    "unwrap_optional": "the tensor in a Tensor-or-None known to hold one",
+    # sequences (of ints, or of tensors)
+    "seq_len": "len(s)",
+    "seq_item": "s[i], 0 <= i < len(s) known to hold",
+    "seq_item_signed": "s[i] with i in [-n, n) known to hold (operands: s, i, n = len(s))",
+    "seq_index": "s[i] of a sequence of ints, as Python indexes (IndexError)",
+    "seq_slice": "s[start:stop:step] of a sequence of ints; each bound an int or None",
+    "seq_concat": "a + b of two sequences of ints",
+    "ints_make": "(a, b, ...) as a sequence of ints known at run time (any number of operands)",
+    "check_unpack": "raise ValueError as Python does unless a sequence of length n unpacks into want names "
+    "(operands: n, want, starred)",
+    "index_out_of_range": "not -n <= i < n (operands: i, n)",
+    "nonempty": "the truth of a sequence or a str",
+    # ints (Python semantics: OverflowError where an int64 would wrap, Python's rounding)
+    "int_add": "a + b",
+    "int_sub": "a - b",
+    "int_mul": "a * b",
+    "int_floordiv": "a // b",
+    "int_mod": "a % b",
+    "int_lshift": "a << b",
+    "int_rshift": "a >> b",
+    "int_pow": "a ** b, b >= 0",
+    "int_truediv": "a / b of ints: a float",
+    "int_neg": "-a",
+    "int_abs": "abs(a)",
+    "int_truth": "a != 0",
+    "bit_and": "a & b of ints or of bools",
+    "bit_or": "a | b of ints or of bools",
+    "bit_xor": "a ^ b of ints or of bools",
+    "to_int": "int(a) of a bool",
+    "to_float": "float(a) of an int or a bool",
+    # floats
+    "float_add": "a + b",
+    "float_sub": "a - b",
+    "float_mul": "a * b",
+    "float_truediv": "a / b (ZeroDivisionError)",
+    "float_floordiv": "a // b",
+    "float_mod": "a % b",
+    "float_pow": "a ** b",
+    "float_neg": "-a",
+    "float_truth": "a != 0.0",
+    "float_to_int": "int(a) of a float: truncated, checked",
+    # bools and comparisons
+    "not": "not a, of a bool",
+    "and": "a and b, of two bools both already evaluated",
+    "eq": "a == b, operands of one kind (or int and bool; or two sequences of ints)",
+    "ne": "a != b, as eq",
+    "lt": "a < b, numbers of one kind",
+    "le": "a <= b",
+    "gt": "a > b",
+    "ge": "a >= b",
+    "exact_eq": "a == b, numbers of different kinds compared exactly as Python does",
+    "exact_ne": "a != b, as exact_eq",
+    "exact_lt": "a < b, as exact_eq",
+    "exact_le": "a <= b, as exact_eq",
+    "exact_gt": "a > b, as exact_eq",
+    "exact_ge": "a >= b, as exact_eq",
+    "str_eq": "a == b of two str",
+    "str_ne": "a != b of two str",
+    "min": "min(a, b) of two numbers of one kind: the first of equal values",
+    "max": "max(a, b), as min",
+    # math.* on floats, with CPython's error checks
+    "math.sqrt": "math.sqrt(a)",
+    "math.exp": "math.exp(a)",
+    "math.log": "math.log(a)",
+    "math.log2": "math.log2(a)",
+    "math.log10": "math.log10(a)",
+    "math.sin": "math.sin(a)",
+    "math.cos": "math.cos(a)",
+    "math.tan": "math.tan(a)",
+    "math.tanh": "math.tanh(a)",
+    "math.atan": "math.atan(a)",
+    "math.erf": "math.erf(a)",
+    "math.fabs": "math.fabs(a), and abs() of a float",
+    "math.floor": "math.floor(a): an int",
+    "math.ceil": "math.ceil(a): an int",
+    # strings
+    "str_concat": "str(a) + str(b) + ..., each formatted as Python's str() (any number of operands)",
+    # checks
+    "check_range_step": "raise ValueError as range() does for a zero step",
 }
 
 
 @dataclass(frozen=True)
 class Var:
     name: str  # unique within the function (the namer's choice)
-    kind: str
+    kind: Kind
     temp: bool = False  # a temporary of the flattening, never seen by Python code
 
 
 @dataclass(frozen=True)
 class Const:
-    value: Any  # int, float, bool, None, str, torch.dtype; for OPAQUE the C++ text
-    kind: str
+    value: Any  # int, float, bool, None, str, torch.dtype, torch.memory_format, torch.layout
+    kind: Kind
 
 
-Atom = Union[Var, Const]
+Atom = Var | Const
 
 
 @dataclass(frozen=True)
@@ -98,7 +206,7 @@ class Items:
     """A list argument spelled out element by element: ints for int[], tensors for Tensor[]."""
 
     items: tuple[Atom, ...]
-    kind: str  # INT or TENSOR
+    kind: Kind  # INT or TENSOR
 
 
 @dataclass(frozen=True)
@@ -109,22 +217,22 @@ class IndexItem:
     atoms: tuple[Atom | None, ...] = ()
 
 
-Arg = Union[Var, Const, WrapNumber, Default, Items]
+Arg = Var | Const | WrapNumber | Default | Items
 
 
 @dataclass(frozen=True)
 class Call:
-    """An ATen call: ``at::_ops::<op>::call`` with one argument per schema argument."""
+    """An ATen call of one overload, with one argument per schema argument."""
 
     op: Overload
     args: tuple[Arg, ...]
 
 
 @dataclass(frozen=True)
-class Cpp:
-    """A C++ expression from a template: ``{0}`` ... stand for the atoms, in order."""
+class Intrinsic:
+    """An operation of the language that is not an ATen op: one of ``INTRINSICS``, on atoms."""
 
-    template: str
+    name: str
     args: tuple[Atom, ...]
 
 
@@ -142,7 +250,7 @@ class CallFunction:
     args: tuple[Atom, ...]
 
 
-Expr = Union[Call, Cpp, GetItem, CallFunction]
+Expr = Call | Intrinsic | GetItem | CallFunction
 
 
 @dataclass(frozen=True)
@@ -205,7 +313,7 @@ class For:
 
 @dataclass(frozen=True)
 class Raise:
-    error: str  # a ppy::PyError name: AssertionError, ValueError, ...
+    error: str  # the Python exception: AssertionError, ValueError, ... (values.RAISABLE_ERRORS)
     message: Any  # a str, or a STR atom formatted at run time (an f-string)
     line: int
 
@@ -213,17 +321,17 @@ class Raise:
 @dataclass(frozen=True)
 class Return:
     values: tuple[Atom, ...]  # flattened; the spec says how they nest
-    spec: str  # the runtime's return spec, e.g. "T" or "(TT)"
+    spec: str  # the runtime's return spec, e.g. "T" or "(TT)" (RETURN_CODES), or HELPER_RETURN
     line: int
 
 
-Stmt = Union[Assign, Declare, Move, Effect, SetItem, If, For, Raise, Return]
+Stmt = Assign | Declare | Move | Effect | SetItem | If | For | Raise | Return
 
 
 @dataclass(frozen=True)
 class Param:
     name: str
-    kind: str
+    kind: Kind
     default: Any = None
     has_default: bool = False
 
@@ -235,7 +343,7 @@ class Helper:
     symbol: str
     params: tuple[Var, ...]
     body: tuple[Stmt, ...]
-    result_kinds: tuple[str, ...]
+    result_kinds: tuple[Kind, ...]
     track_lines: bool  # False for adapters: errors point at the caller's line
 
 
@@ -249,7 +357,7 @@ class Function:
     filename: str
     first_line: int  # line of the first decorator: the function's co_firstlineno
     def_line: int
-    ret: str = "T"
+    ret: str = "T"  # the runtime's return spec
     helpers: tuple[Helper, ...] = ()
     result_types: tuple[Any, ...] = ()  # structseq types named by 'R<k>' in ret
     source_lines: dict[int, str] = field(default_factory=dict, compare=False)
@@ -257,4 +365,5 @@ class Function:
 
     @property
     def kinds(self) -> str:
-        return "".join(p.kind for p in self.params)
+        """The runtime's parameter codes, one letter per parameter."""
+        return "".join(p.kind.value for p in self.params)

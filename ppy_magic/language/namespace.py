@@ -15,6 +15,18 @@ from typing import Any
 
 from ..decorator import MAX_LEVEL
 
+Key = tuple[str, int]  # a function's name and first line, decorators included: (co_name, co_firstlineno)
+
+
+def function_key(fn: Any) -> Key:
+    """How a decorated function is recognised when its ``def`` runs: its name and its first line,
+    decorators included. The same for the ``ast`` node (before the source runs) and for the function
+    object (its code's ``co_name``, ``co_firstlineno``); ``("", 0)`` for an object without code."""
+    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return fn.name, min([fn.lineno] + [d.lineno for d in fn.decorator_list])
+    code = getattr(fn, "__code__", None)
+    return (code.co_name, code.co_firstlineno) if code is not None else ("", 0)
+
 
 @dataclass
 class Globals:

@@ -7,7 +7,7 @@ calls, so every binding whose name has callable ATen overloads maps to them
 one to one. Python-level wrappers with logic of their own (``F.softmax``,
 ``Tensor.split``, ...) are reproduced by small adapters (``adapters.py``).
 Overloads are resolved by argument kinds the way PyTorch's Python argument
-parser resolves them, so a region makes the same ``at::`` calls eager does.
+parser resolves them, so a region makes the same ATen calls eager does.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from . import ir
+from .ir import Kind
 from .schemas import Overload, SchemaArg, overloads
 
 # PyTorch's Python argument parser lets a Python number stand for a Tensor
@@ -176,9 +177,13 @@ def function_spec(obj: object) -> OpSpec | None:
         return entry[1]
     spec = None
     name = getattr(obj, "__name__", None)
-    if isinstance(name, str) and callable(obj) and _usable(name):
-        if any(getattr(ns, name, None) is obj for ns in _binding_namespaces()):
-            spec = OpSpec(name, name)
+    if (
+        isinstance(name, str)
+        and callable(obj)
+        and _usable(name)
+        and any(getattr(ns, name, None) is obj for ns in _binding_namespaces())
+    ):
+        spec = OpSpec(name, name)
     _function_specs[id(obj)] = (obj, spec)  # the object is kept so its id stays unique
     return spec
 
@@ -291,12 +296,12 @@ def _base(t: str) -> tuple[str, bool]:
 def _fit(arg: SchemaArg, value: Any, numbers_as_tensors: bool) -> tuple[int, Any] | None:
     """How well `value` fits a schema argument (2 exact, 1 converted) and the IR argument to pass."""
     t, optional = _base(arg.type)
-    if isinstance(value, ir.Const) and value.kind == ir.NONE:
+    if isinstance(value, ir.Const) and value.kind == Kind.NONE:
         return (2, ir.Default(None)) if optional else None
     items = value.items if isinstance(value, ir.Tup) else None
     kind = None if items is not None else getattr(value, "kind", None)
     if t == "Tensor":
-        if kind == ir.TENSOR or (kind == ir.OPT_TENSOR and optional):
+        if kind == Kind.TENSOR or (kind == Kind.OPT_TENSOR and optional):
             return 2, value
         if numbers_as_tensors and kind in ir.SCALAR_KINDS:
             return 1, ir.WrapNumber(value)
@@ -304,36 +309,36 @@ def _fit(arg: SchemaArg, value: Any, numbers_as_tensors: bool) -> tuple[int, Any
     if t == "number":
         return (2, value) if kind in ir.SCALAR_KINDS else None
     if t == "int":
-        return (2, value) if kind == ir.INT else None
+        return (2, value) if kind == Kind.INT else None
     if t == "float":
-        return (2, value) if kind == ir.FLOAT else ((1, value) if kind == ir.INT else None)
+        return (2, value) if kind == Kind.FLOAT else ((1, value) if kind == Kind.INT else None)
     if t == "bool":
-        return (2, value) if kind == ir.BOOL else None
+        return (2, value) if kind == Kind.BOOL else None
     if t == "str":
-        return (2, value) if kind == ir.STR else None
+        return (2, value) if kind == Kind.STR else None
     if t == "ScalarType":
-        return (2, value) if kind == ir.DTYPE else None
+        return (2, value) if kind == Kind.DTYPE else None
     if t == "Device":
-        if kind == ir.DEVICE:
+        if kind == Kind.DEVICE:
             return 2, value
-        return (1, value) if kind == ir.STR else None  # device="cpu", as PyTorch's parser accepts
+        return (1, value) if kind == Kind.STR else None  # device="cpu", as PyTorch's parser accepts
     if t in ("MemoryFormat", "Layout"):
-        prefix = "at::MemoryFormat::" if t == "MemoryFormat" else "at::k"
-        ok = kind == ir.OPAQUE and isinstance(value, ir.Const) and str(value.value).startswith(prefix)
+        want = torch.memory_format if t == "MemoryFormat" else torch.layout
+        ok = kind == Kind.ENUM and isinstance(value, ir.Const) and isinstance(value.value, want)
         return (2, value) if ok else None
     if t == "List[int]":
-        if kind == ir.INTS:
+        if kind == Kind.INTS:
             return 2, value
-        if items is not None and all(getattr(i, "kind", None) == ir.INT for i in items):
-            return 2, ir.Items(tuple(items), ir.INT)
-        if kind == ir.INT and arg.size:  # int[N]: one int stands for N copies, as in PyTorch's parser
-            return 1, ir.Items((value,) * arg.size, ir.INT)
+        if items is not None and all(getattr(i, "kind", None) == Kind.INT for i in items):
+            return 2, ir.Items(tuple(items), Kind.INT)
+        if kind == Kind.INT and arg.size:  # int[N]: one int stands for N copies, as in PyTorch's parser
+            return 1, ir.Items((value,) * arg.size, Kind.INT)
         return None
     if t == "List[Tensor]":
-        if kind == ir.TENSORS:
+        if kind == Kind.TENSORS:
             return 2, value
-        if items is not None and all(getattr(i, "kind", None) == ir.TENSOR for i in items):
-            return 2, ir.Items(tuple(items), ir.TENSOR)
+        if items is not None and all(getattr(i, "kind", None) == Kind.TENSOR for i in items):
+            return 2, ir.Items(tuple(items), Kind.TENSOR)
         return None
     return None
 
@@ -352,7 +357,7 @@ def _bind(
         len(positional) == 1
         and positional[0].type == "List[int]"
         and args
-        and all(getattr(a, "kind", None) == ir.INT for a in args)
+        and all(getattr(a, "kind", None) == Kind.INT for a in args)
         and (len(args) > 1 or not positional[0].size)
     ):
         args = [ir.Tup(tuple(args))]
@@ -364,7 +369,7 @@ def _bind(
         kw["self"] = kw.pop("input")  # torch.f(input=...) is aten's `self`
     if any(k not in names for k in kw):
         return None
-    given = {a.name: v for a, v in zip(positional, args)}
+    given = {a.name: v for a, v in zip(positional, args, strict=False)}  # the rest by keyword or default
     score = 0
     bound: list[ir.Arg] = []
     for sarg in ov.args:
@@ -416,16 +421,16 @@ def describe(value: Any) -> str:
 
 
 _RETURN_KINDS = {
-    "Tensor": ir.TENSOR,
-    "List[Tensor]": ir.TENSORS,
-    "int": ir.INT,
-    "float": ir.FLOAT,
-    "bool": ir.BOOL,
-    "ScalarType": ir.DTYPE,
+    "Tensor": Kind.TENSOR,
+    "List[Tensor]": Kind.TENSORS,
+    "int": Kind.INT,
+    "float": Kind.FLOAT,
+    "bool": Kind.BOOL,
+    "ScalarType": Kind.DTYPE,
 }
 
 
-def result_kinds(ov: Overload) -> tuple[str, ...] | None:
+def result_kinds(ov: Overload) -> tuple[Kind, ...] | None:
     """The kinds an overload returns, or None if a region cannot return them exactly."""
     kinds = []
     for r in ov.returns:

@@ -1,10 +1,11 @@
 """ATen operator schemas, read from PyTorch itself.
 
 Every overload a region may call is described by its ``FunctionSchema`` (from
-``torch._C._jit_get_schemas_for_operator``) and is callable from C++ as
-``at::_ops::<name>_<overload>::call(...)``, declared in ``ATen/ops/<name>_ops.h``.
-Only overloads that header declares are usable: the JIT's own scalar overloads
-(``aten::add.int``) have no ATen kernel and are left out.
+``torch._C._jit_get_schemas_for_operator``). Only overloads that ATen declares an
+entry point for (in the ``ATen/ops/<name>_ops.h`` header torch ships) are usable:
+the JIT's own scalar overloads (``aten::add.int``) have no ATen kernel and are left
+out. The declared parameter types are kept as data for the backend, which alone
+spells the call.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class SchemaArg:
     has_default: bool
     default: Any
     is_write: bool  # annotated Tensor(a!): the op writes into it
-    cpp: str = ""  # the C++ parameter type of at::_ops::<op>::call
+    cpp: str = ""  # the parameter type ATen declares for its entry point (backend data)
     size: int | None = None  # N of int[N]: a single int stands for N copies
 
 
@@ -40,19 +41,12 @@ class Overload:
     returns: tuple[str, ...]  # JIT types of the results
     text: str  # the schema as PyTorch prints it
     return_names: tuple[str, ...] = ()
-    cpp_return: str = ""
+    cpp_return: str = ""  # the return type ATen declares for its entry point (backend data)
 
     @property
-    def cpp_struct(self) -> str:
-        return f"{self.name}_{self.overload}" if self.overload else self.name
-
-    @property
-    def cpp_call(self) -> str:
-        return f"at::_ops::{self.cpp_struct}::call"
-
-    @property
-    def header(self) -> str:
-        return f"ATen/ops/{header_name(self.name)}_ops.h"
+    def entry(self) -> str:
+        """The name ATen declares this overload's entry point under: ``add_Tensor``."""
+        return entry_name(self.name, self.overload)
 
     @property
     def is_inplace(self) -> bool:
@@ -60,13 +54,17 @@ class Overload:
 
 
 def header_name(op: str) -> str:
-    """The ATen/ops header stem of an op: in-place ``add_`` lives in ``add_ops.h``."""
+    """The ATen/ops header stem of an op: in-place ``add_`` is declared with ``add``."""
     return op[:-1] if op.endswith("_") and not op.endswith("__") else op
 
 
+def entry_name(op: str, overload: str) -> str:
+    return f"{op}_{overload}" if overload else op
+
+
 @functools.cache
-def _declared_structs(stem: str) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """``at::_ops`` struct -> (C++ return type, C++ parameter types) as declared in ``<stem>_ops.h``."""
+def _declared_entries(stem: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Entry point name -> (return type, parameter types), as ATen declares them for the ops of `stem`."""
     path = os.path.join(_TORCH_INCLUDE, "ATen", "ops", f"{stem}_ops.h")
     try:
         with open(path, encoding="utf-8") as fh:
@@ -118,16 +116,16 @@ def _optional(jit_type: str) -> bool:
 @functools.cache
 def overloads(name: str) -> tuple[Overload, ...]:
     """The ATen overloads of ``aten::<name>`` callable from C++, out= variants excluded."""
-    declared = _declared_structs(header_name(name))
+    declared = _declared_entries(header_name(name))
     found = []
     for schema in torch._C._jit_get_schemas_for_operator(f"aten::{name}"):
-        struct = f"{name}_{schema.overload_name}" if schema.overload_name else name
-        if struct not in declared:
+        entry = entry_name(name, schema.overload_name)
+        if entry not in declared:
             continue  # a JIT-only overload (aten::add.int): no ATen kernel
-        cpp_ret, cpp_params = declared[struct]
+        cpp_ret, cpp_params = declared[entry]
         if len(cpp_params) != len(schema.arguments):
             continue
-        args = tuple(_arg(a, cpp) for a, cpp in zip(schema.arguments, cpp_params))
+        args = tuple(_arg(a, cpp) for a, cpp in zip(schema.arguments, cpp_params, strict=True))
         if any(a.name == "out" or (a.is_write and a.kwarg_only) for a in args):
             continue
         if any("Dimname" in a.type or "Generator" in a.type and not a.has_default for a in args):

@@ -3,7 +3,8 @@
 ``Static`` wraps a Python object known at compile time (a module, a function, a
 dtype); ``ir.Tup`` is a tuple known at compile time; ``structure_of`` describes a
 value for specialising callees. The tables map Python operators and ``math``
-functions to their meaning in a region.
+functions to their meaning in a region: a Python function for constant folding,
+an intrinsic (``ir.INTRINSICS``) for values known only at run time.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from typing import Any
 
 import torch
 
-from ..errors import CompileError, Location
+from ..errors import CompileError
 from . import ir
+from .ir import Kind
 
-ANNOTATIONS = {"Tensor": ir.TENSOR, "float": ir.FLOAT, "int": ir.INT, "bool": ir.BOOL, "str": ir.STR}
+ANNOTATIONS = {"Tensor": Kind.TENSOR, "float": Kind.FLOAT, "int": Kind.INT, "bool": Kind.BOOL, "str": Kind.STR}
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,30 @@ PY_COMPARE = {
     ast.Is: operator.is_,
     ast.IsNot: operator.is_not,
 }
-CPP_COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+# Comparisons of numbers (and ==/!= of str, dtypes, sequences of ints) known at run time: intrinsics.
+COMPARE_INTRINSICS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
+# Arithmetic on ints (and bools, as ints) and on floats known at run time: intrinsics with Python's semantics.
+INT_BINOPS = {
+    ast.Add: "int_add",
+    ast.Sub: "int_sub",
+    ast.Mult: "int_mul",
+    ast.FloorDiv: "int_floordiv",
+    ast.Mod: "int_mod",
+    ast.BitAnd: "bit_and",
+    ast.BitOr: "bit_or",
+    ast.BitXor: "bit_xor",
+    ast.LShift: "int_lshift",
+    ast.RShift: "int_rshift",
+}
+FLOAT_BINOPS = {
+    ast.Add: "float_add",
+    ast.Sub: "float_sub",
+    ast.Mult: "float_mul",
+    ast.Div: "float_truediv",
+    ast.FloorDiv: "float_floordiv",
+    ast.Mod: "float_mod",
+    ast.Pow: "float_pow",
+}
 SYMBOLS = {
     ast.Add: "+",
     ast.Sub: "-",
@@ -77,68 +102,59 @@ SYMBOLS = {
     ast.BitXor: "^",
 }
 
-# math.* on numbers: C++ template (with CPython's error checks) and result kind.
+# math.* on numbers: the kind each returns; the intrinsic is named "math.<name>".
 MATH_FUNCTIONS = {
-    math.sqrt: ("ppy::math_checked({0}, std::sqrt({0}))", ir.FLOAT),
-    math.exp: ("ppy::math_checked({0}, std::exp({0}))", ir.FLOAT),
-    math.log: ("ppy::math_log({0})", ir.FLOAT),
-    math.log2: ("ppy::math_log2({0})", ir.FLOAT),
-    math.log10: ("ppy::math_log10({0})", ir.FLOAT),
-    math.sin: ("ppy::math_checked({0}, std::sin({0}))", ir.FLOAT),
-    math.cos: ("ppy::math_checked({0}, std::cos({0}))", ir.FLOAT),
-    math.tan: ("ppy::math_checked({0}, std::tan({0}))", ir.FLOAT),
-    math.tanh: ("std::tanh({0})", ir.FLOAT),
-    math.atan: ("std::atan({0})", ir.FLOAT),
-    math.erf: ("std::erf({0})", ir.FLOAT),
-    math.fabs: ("std::fabs({0})", ir.FLOAT),
-    math.floor: ("ppy::math_floor({0})", ir.INT),
-    math.ceil: ("ppy::math_ceil({0})", ir.INT),
+    math.sqrt: Kind.FLOAT,
+    math.exp: Kind.FLOAT,
+    math.log: Kind.FLOAT,
+    math.log2: Kind.FLOAT,
+    math.log10: Kind.FLOAT,
+    math.sin: Kind.FLOAT,
+    math.cos: Kind.FLOAT,
+    math.tan: Kind.FLOAT,
+    math.tanh: Kind.FLOAT,
+    math.atan: Kind.FLOAT,
+    math.erf: Kind.FLOAT,
+    math.fabs: Kind.FLOAT,
+    math.floor: Kind.INT,
+    math.ceil: Kind.INT,
 }
 
 RAISABLE_ERRORS = {"AssertionError", "ValueError", "ZeroDivisionError", "OverflowError", "IndexError", "TypeError"}
 
 
-def kind_of_constant(v: Any) -> str | None:
+def kind_of_constant(v: Any) -> Kind | None:
     if type(v) is bool:
-        return ir.BOOL
+        return Kind.BOOL
     if type(v) is int:
-        return ir.INT
+        return Kind.INT
     if type(v) is float:
-        return ir.FLOAT
+        return Kind.FLOAT
     if v is None:
-        return ir.NONE
+        return Kind.NONE
     if type(v) is str:
-        return ir.STR
+        return Kind.STR
     if isinstance(v, torch.dtype):
-        return ir.DTYPE
+        return Kind.DTYPE
     return None
 
 
-# torch objects that stand for C++ enum values in a region.
-OPAQUE_CONSTANTS = {
-    torch.contiguous_format: "at::MemoryFormat::Contiguous",
-    torch.channels_last: "at::MemoryFormat::ChannelsLast",
-    torch.channels_last_3d: "at::MemoryFormat::ChannelsLast3d",
-    torch.preserve_format: "at::MemoryFormat::Preserve",
-    torch.strided: "at::kStrided",
-}
+# The torch enum constants (memory formats, layouts) a region may name: constants of kind ENUM.
+ENUM_CONSTANTS = frozenset(
+    {torch.contiguous_format, torch.channels_last, torch.channels_last_3d, torch.preserve_format, torch.strided}
+)
 
 
 def constant(v: Any) -> ir.Const | ir.Tup | None:
     if isinstance(v, tuple):
         items = [constant(i) for i in v]
         return None if any(i is None for i in items) else ir.Tup(tuple(items))
-    if isinstance(v, (torch.memory_format, torch.layout)) and v in OPAQUE_CONSTANTS:
-        return ir.Const(OPAQUE_CONSTANTS[v], ir.OPAQUE)
+    if isinstance(v, (torch.memory_format, torch.layout)) and v in ENUM_CONSTANTS:
+        return ir.Const(v, Kind.ENUM)
     kind = kind_of_constant(v)
-    if kind is None or (kind == ir.INT and not -(2**63) <= v < 2**63):
+    if kind is None or (kind == Kind.INT and not -(2**63) <= v < 2**63):
         return None
     return ir.Const(v, kind)
-
-
-def location(node: ast.AST, filename: str) -> Location:
-    end = getattr(node, "end_col_offset", None) if getattr(node, "end_lineno", None) == node.lineno else None
-    return Location(filename, node.lineno, node.col_offset, end)
 
 
 # ---- helpers for values ---------------------------------------------------------------------
@@ -199,7 +215,7 @@ def atoms_of(value: Any) -> list:
     return [value]
 
 
-def kinds_of(structure: Any) -> tuple[str, ...]:
+def kinds_of(structure: Any) -> tuple[Kind, ...]:
     tag = structure[0]
     if tag == "tuple":
         return tuple(k for s in structure[1] for k in kinds_of(s))
@@ -215,10 +231,10 @@ def rebuild(structure: Any, runtime: Any) -> Any:
     if tag == "var":
         return next(runtime)
     if tag == "const":
-        return ir.Const(
-            ast.literal_eval(structure[2]) if structure[1] != ir.DTYPE else eval(structure[2], {"torch": torch}),
-            structure[1],
-        )  # noqa: S307 - our own repr
+        kind, text = structure[1], structure[2]
+        # our own repr: of a literal, or of a torch dtype / enum constant ("torch.float32", "torch.channels_last")
+        value = eval(text, {"torch": torch}) if kind in (Kind.DTYPE, Kind.ENUM) else ast.literal_eval(text)
+        return ir.Const(value, kind)
     raise CompileError("a helper returned a value that cannot cross a call")
 
 

@@ -1,0 +1,265 @@
+"""How the IR is spelled in C++: the one table of C++ types, literals, constants and intrinsics.
+
+The front end says *what* a region computes (``ir.Intrinsic("tensor_sizes", ...)``,
+a constant of a kind, a call of an ATen overload); this module says *how* that is
+written in C++, and ``codegen`` assembles the statements around it. A new
+intrinsic is a line in ``ir.INTRINSICS`` and a line in ``INTRINSICS`` below (a test
+checks the two agree); an intrinsic this table does not know fails the code
+generation with ``UnknownIntrinsic``. Every C++ type is spelled one way
+(``std::optional``, never ``c10::optional``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+
+import torch
+
+from ..language.ir import Kind
+from ..language.schemas import Overload, header_name
+
+# ---- types -----------------------------------------------------------------------------------
+
+CPP_TYPES = {
+    Kind.TENSOR: "at::Tensor",
+    Kind.FLOAT: "double",
+    Kind.INT: "int64_t",
+    Kind.BOOL: "bool",
+    Kind.STR: "std::string",
+    Kind.DTYPE: "at::ScalarType",
+    Kind.INTS: "std::vector<int64_t>",
+    Kind.TENSORS: "std::vector<at::Tensor>",
+    Kind.OPT_TENSOR: "std::optional<at::Tensor>",
+    Kind.DEVICE: "at::Device",
+}
+SCALAR_TYPES = {Kind.FLOAT: "double", Kind.INT: "int64_t", Kind.BOOL: "bool"}
+# What a variable declared before it is set (a join of branches, a loop-carried value) starts as.
+DECLARED_INIT = {
+    Kind.FLOAT: " = 0.0",
+    Kind.INT: " = 0",
+    Kind.BOOL: " = false",
+    Kind.DTYPE: " = at::ScalarType::Undefined",
+    Kind.DEVICE: " = at::Device(at::kCPU)",
+}
+# Parameters of these kinds are passed to helpers by const reference.
+BY_REFERENCE = (Kind.TENSOR, Kind.TENSORS, Kind.INTS, Kind.STR, Kind.OPT_TENSOR)
+NULLOPT = "std::nullopt"
+
+
+def cpp_type(kind: Kind) -> str:
+    try:
+        return CPP_TYPES[kind]
+    except KeyError:
+        raise ValueError(f"no C++ type for the kind {kind!r}") from None
+
+
+# ---- literals and constants ------------------------------------------------------------------
+
+DTYPE_NAMES = {
+    torch.float32: "Float",
+    torch.float64: "Double",
+    torch.float16: "Half",
+    torch.bfloat16: "BFloat16",
+    torch.int8: "Char",
+    torch.uint8: "Byte",
+    torch.int16: "Short",
+    torch.int32: "Int",
+    torch.int64: "Long",
+    torch.bool: "Bool",
+    torch.complex64: "ComplexFloat",
+    torch.complex128: "ComplexDouble",
+    torch.complex32: "ComplexHalf",
+}
+
+# The torch enum constants a region may name (values.ENUM_CONSTANTS).
+ENUM_CONSTANTS = {
+    torch.contiguous_format: "at::MemoryFormat::Contiguous",
+    torch.channels_last: "at::MemoryFormat::ChannelsLast",
+    torch.channels_last_3d: "at::MemoryFormat::ChannelsLast3d",
+    torch.preserve_format: "at::MemoryFormat::Preserve",
+    torch.strided: "at::kStrided",
+}
+
+
+def cpp_literal(value: object, kind: Kind | str) -> str:
+    """A C++ expression for a constant of `kind`, exact (floats as hexadecimal literals)."""
+    kind = Kind(kind)
+    if kind == Kind.BOOL:
+        return "true" if value else "false"
+    if kind == Kind.INT:
+        v = int(value)  # type: ignore[call-overload]
+        return f"INT64_C({v})" if v != -(2**63) else "INT64_MIN"
+    if kind == Kind.FLOAT:
+        v = float(value)  # type: ignore[arg-type]
+        if math.isnan(v):
+            return "std::numeric_limits<double>::quiet_NaN()"
+        if math.isinf(v):
+            return ("-" if v < 0 else "") + "std::numeric_limits<double>::infinity()"
+        return v.hex()  # exact: C++17 hexadecimal floating literal
+    if kind == Kind.STR:
+        return "std::string(" + json.dumps(value) + ")"
+    if kind == Kind.DTYPE:
+        return f"at::ScalarType::{DTYPE_NAMES[value]}"  # type: ignore[index]
+    if kind == Kind.ENUM:
+        return ENUM_CONSTANTS[value]  # type: ignore[index]
+    if kind == Kind.NONE:
+        return NULLOPT
+    raise ValueError(f"no C++ literal for kind {kind!r}")
+
+
+def scalar(expr: str, kind: Kind) -> str:
+    """An ``at::Scalar`` holding `expr` as a number of `kind` (a float for any other kind)."""
+    return f"at::Scalar(static_cast<{SCALAR_TYPES.get(kind, 'double')}>({expr}))"
+
+
+def python_error(name: str) -> str:
+    """The runtime's code for a Python exception type (values.RAISABLE_ERRORS)."""
+    return f"ppy::PyError::{name}"
+
+
+# ---- ATen operators ----------------------------------------------------------------------------
+
+
+def op_call(op: Overload) -> str:
+    """The C++ function that calls one ATen overload through the dispatcher."""
+    return f"at::_ops::{op.entry}::call"
+
+
+def op_header(op: Overload) -> str:
+    """The header that declares it (in-place ``add_`` lives in ``add_ops.h``)."""
+    return f"ATen/ops/{header_name(op.name)}_ops.h"
+
+
+# ---- intrinsics --------------------------------------------------------------------------------
+
+Template = str | Callable[[list[str]], str]  # "{0}" ... stand for the operands, or a function of them
+
+
+def _ints_make(args: list[str]) -> str:
+    return "std::vector<int64_t>{" + ", ".join(args) + "}"
+
+
+def _str_concat(args: list[str]) -> str:
+    return "(std::string() + " + " + ".join(f"ppy::py_str({a})" for a in args) + ")"
+
+
+def _checked(fn: str) -> str:
+    return f"ppy::math_checked({{0}}, std::{fn}({{0}}))"
+
+
+INTRINSICS: dict[str, Template] = {
+    # tensors
+    "tensor_sizes": "{0}.sizes().vec()",
+    "tensor_size": "{0}.size({1})",
+    "tensor_dim": "static_cast<int64_t>({0}.dim())",
+    "tensor_numel": "{0}.numel()",
+    "tensor_dtype": "{0}.scalar_type()",
+    "tensor_device": "{0}.device()",
+    "tensor_requires_grad": "{0}.requires_grad()",
+    "tensor_is_cuda": "{0}.is_cuda()",
+    "tensor_len": "ppy::checked_len_dim0({0})",
+    "is_none": "(!{0}.has_value())",
+    "is_not_none": "{0}.has_value()",
+    "unwrap_optional": "(*{0})",
+    # sequences
+    "seq_len": "static_cast<int64_t>({0}.size())",
+    "seq_item": "{0}[{1}]",
+    "seq_item_signed": "{0}[{1} < 0 ? {1} + {2} : {1}]",
+    "seq_index": "ppy::seq_index({0}, {1})",
+    "seq_slice": "ppy::seq_slice({0}, std::optional<int64_t>({1}), std::optional<int64_t>({2}), "
+    "std::optional<int64_t>({3}))",
+    "seq_concat": "ppy::seq_concat({0}, {1})",
+    "ints_make": _ints_make,
+    "check_unpack": "ppy::check_unpack({0}, {1}, {2})",
+    "index_out_of_range": "({0} < -{1} || {0} >= {1})",
+    "nonempty": "(!{0}.empty())",
+    # ints
+    "int_add": "ppy::py_add({0}, {1})",
+    "int_sub": "ppy::py_sub({0}, {1})",
+    "int_mul": "ppy::py_mul({0}, {1})",
+    "int_floordiv": "ppy::py_floordiv({0}, {1})",
+    "int_mod": "ppy::py_mod({0}, {1})",
+    "int_lshift": "ppy::py_lshift({0}, {1})",
+    "int_rshift": "ppy::py_rshift({0}, {1})",
+    "int_pow": "ppy::py_pow({0}, {1})",
+    "int_truediv": "ppy::py_int_truediv({0}, {1})",
+    "int_neg": "ppy::py_neg({0})",
+    "int_abs": "({0} < 0 ? ppy::py_neg({0}) : {0})",
+    "int_truth": "({0} != 0)",
+    "bit_and": "({0} & {1})",
+    "bit_or": "({0} | {1})",
+    "bit_xor": "({0} ^ {1})",
+    "to_int": "static_cast<int64_t>({0})",
+    "to_float": "static_cast<double>({0})",
+    # floats
+    "float_add": "({0} + {1})",
+    "float_sub": "({0} - {1})",
+    "float_mul": "({0} * {1})",
+    "float_truediv": "ppy::py_truediv({0}, {1})",
+    "float_floordiv": "ppy::py_ffloordiv({0}, {1})",
+    "float_mod": "ppy::py_fmod({0}, {1})",
+    "float_pow": "ppy::py_fpow({0}, {1})",
+    "float_neg": "(-{0})",
+    "float_truth": "({0} != 0.0)",
+    "float_to_int": "ppy::math_trunc({0})",
+    # bools and comparisons
+    "not": "(!{0})",
+    "and": "({0} && {1})",
+    "eq": "({0} == {1})",
+    "ne": "({0} != {1})",
+    "lt": "({0} < {1})",
+    "le": "({0} <= {1})",
+    "gt": "({0} > {1})",
+    "ge": "({0} >= {1})",
+    "exact_eq": "(ppy::exact({0}) == ppy::exact({1}))",
+    "exact_ne": "(ppy::exact({0}) != ppy::exact({1}))",
+    "exact_lt": "(ppy::exact({0}) < ppy::exact({1}))",
+    "exact_le": "(ppy::exact({0}) <= ppy::exact({1}))",
+    "exact_gt": "(ppy::exact({0}) > ppy::exact({1}))",
+    "exact_ge": "(ppy::exact({0}) >= ppy::exact({1}))",
+    "str_eq": "(std::string({0}) == std::string({1}))",
+    "str_ne": "(std::string({0}) != std::string({1}))",
+    "min": "({1} < {0} ? {1} : {0})",
+    "max": "({1} > {0} ? {1} : {0})",
+    # math.*
+    "math.sqrt": _checked("sqrt"),
+    "math.exp": _checked("exp"),
+    "math.log": "ppy::math_log({0})",
+    "math.log2": "ppy::math_log2({0})",
+    "math.log10": "ppy::math_log10({0})",
+    "math.sin": _checked("sin"),
+    "math.cos": _checked("cos"),
+    "math.tan": _checked("tan"),
+    "math.tanh": "std::tanh({0})",
+    "math.atan": "std::atan({0})",
+    "math.erf": "std::erf({0})",
+    "math.fabs": "std::fabs({0})",
+    "math.floor": "ppy::math_floor({0})",
+    "math.ceil": "ppy::math_ceil({0})",
+    # strings
+    "str_concat": _str_concat,
+    # checks
+    "check_range_step": "ppy::check_range_step({0})",
+}
+
+_PLACEHOLDER = re.compile(r"\{(\d+)\}")
+
+
+class UnknownIntrinsic(ValueError):
+    """The IR names an intrinsic this backend cannot spell: a bug in the front end, never the user's."""
+
+
+def intrinsic(name: str, operands: list[str]) -> str:
+    """The C++ expression of intrinsic `name` applied to the operands' C++ expressions."""
+    template = INTRINSICS.get(name)
+    if template is None:
+        raise UnknownIntrinsic(f"the backend has no C++ for the intrinsic {name!r}")
+    if callable(template):
+        return template(operands)
+    used = {int(i) for i in _PLACEHOLDER.findall(template)}
+    if used != set(range(len(operands))):
+        raise UnknownIntrinsic(f"the intrinsic {name!r} takes {len(used)} operands, got {len(operands)}")
+    return _PLACEHOLDER.sub(lambda m: operands[int(m.group(1))], template)

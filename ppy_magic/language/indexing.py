@@ -1,0 +1,127 @@
+"""Indexing in the region language: tensors (ATen's indexing), tuples and sequences of ints or tensors.
+
+A mixin of ``function.FunctionCompiler``. ``x[...]`` on a tensor becomes an
+``ir.GetItem``/``ir.SetItem`` whose items say what each index is; a tuple known at
+compile time is indexed at compile time; a sequence known only at run time is
+indexed by intrinsics with Python's bounds checks.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from . import ir, ops
+from .ir import Kind
+from .values import Static
+
+
+class IndexCompiler:
+    def visit_Subscript(self, node: ast.Subscript) -> Any:
+        base = self.value(node.value)
+        if isinstance(base, ir.Tup):
+            return self.tuple_index(node, base)
+        kind = getattr(base, "kind", None)
+        if kind in (Kind.INTS, Kind.TENSORS):
+            return self.sequence_index(node, base)
+        if kind != Kind.TENSOR:
+            raise self.error(node, f"indexing {ops.describe(base)} is not supported in a region")
+        return self.getitem(node, base, self.index_items(node.slice))
+
+    def tuple_index(self, node: ast.Subscript, base: ir.Tup) -> Any:
+        idx = self.value(node.slice) if not isinstance(node.slice, ast.Slice) else None
+        if isinstance(node.slice, ast.Slice):
+            parts = [
+                self.value(p) if p is not None else ir.Const(None, Kind.NONE)
+                for p in (node.slice.lower, node.slice.upper, node.slice.step)
+            ]
+            if all(isinstance(p, ir.Const) for p in parts):
+                return ir.Tup(base.items[slice(*(p.value for p in parts))])
+            return self.sequence_index(node, self.as_ints(node, base))
+        if isinstance(idx, ir.Const) and idx.kind == Kind.INT:
+            try:
+                return base.items[idx.value]
+            except IndexError:
+                raise self.error(node, "tuple index out of range") from None
+        if getattr(idx, "kind", None) == Kind.INT and all(getattr(i, "kind", None) == Kind.INT for i in base.items):
+            return self.intrinsic("seq_index", Kind.INT, self.as_ints(node, base), idx)
+        raise self.error(node, "indexing a tuple needs an int index known at compile time")
+
+    def sequence_index(self, node: ast.Subscript, base: ir.Atom) -> Any:
+        if isinstance(node.slice, ast.Slice):
+            parts = []
+            for p in (node.slice.lower, node.slice.upper, node.slice.step):
+                v = self.value(p) if p is not None else ir.Const(None, Kind.NONE)
+                if getattr(v, "kind", None) not in (Kind.INT, Kind.NONE):
+                    raise self.error(node, "slice bounds must be ints or None")
+                parts.append(v)
+            if base.kind != Kind.INTS:
+                raise self.error(node, "slicing a list of tensors is not supported in a region")
+            return self.intrinsic("seq_slice", Kind.INTS, base, *parts)
+        idx = self.value(node.slice)
+        if getattr(idx, "kind", None) != Kind.INT:
+            raise self.error(node.slice, "a sequence index must be an int")
+        if base.kind == Kind.INTS:
+            return self.intrinsic("seq_index", Kind.INT, base, idx)
+        n = self.intrinsic("seq_len", Kind.INT, base)
+        self.emit(
+            ir.If(
+                self.intrinsic("index_out_of_range", Kind.BOOL, idx, n),
+                (ir.Raise("IndexError", "tuple index out of range", self.line()),),
+                (),
+                self.line(),
+            )
+        )
+        return self.intrinsic("seq_item_signed", Kind.TENSOR, base, idx, n)
+
+    def index_items(self, sl: ast.expr) -> tuple[ir.IndexItem, ...]:
+        elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        items = []
+        for e in elts:
+            if isinstance(e, ast.Slice):
+                parts = []
+                for p in (e.lower, e.upper, e.step):
+                    v = self.value(p) if p is not None else None
+                    if v is not None and not (
+                        getattr(v, "kind", None) in (Kind.INT, Kind.BOOL)
+                        or (isinstance(v, ir.Const) and v.kind == Kind.NONE)
+                    ):
+                        raise self.error(p, f"slice bounds must be ints or None, got {ops.describe(v)}")
+                    parts.append(None if v is None or (isinstance(v, ir.Const) and v.kind == Kind.NONE) else v)
+                items.append(ir.IndexItem("slice", tuple(parts)))
+                continue
+            v = self.value(e)
+            if isinstance(v, Static) and v.value is Ellipsis:
+                items.append(ir.IndexItem("ellipsis"))
+            elif isinstance(v, ir.Const) and v.kind == Kind.NONE:
+                items.append(ir.IndexItem("none"))
+            elif getattr(v, "kind", None) == Kind.INT:
+                items.append(ir.IndexItem("int", (v,)))
+            elif getattr(v, "kind", None) == Kind.BOOL:
+                items.append(ir.IndexItem("bool", (v,)))
+            elif getattr(v, "kind", None) == Kind.TENSOR:
+                items.append(ir.IndexItem("tensor", (v,)))
+            elif isinstance(v, ir.Tup) and v.items and all(getattr(i, "kind", None) == Kind.INT for i in v.items):
+                items.append(ir.IndexItem("list", tuple(v.items)))  # x[:, [0, -1]]: a Long index tensor
+            else:
+                raise self.error(
+                    e,
+                    f"indexing a tensor with {ops.describe(v)} is not supported in a region",
+                    "Index with ints, slices, None, ..., or tensors.",
+                )
+        return tuple(items)
+
+    def getitem(self, node: ast.AST, base: ir.Atom, index: tuple[ir.IndexItem, ...]) -> ir.Var:
+        return self.assign(ir.GetItem(base, index), Kind.TENSOR)
+
+    def setitem(self, target: ast.Subscript, value: Any) -> None:
+        base = self.value(target.value)
+        if getattr(base, "kind", None) != Kind.TENSOR:
+            raise self.error(target, "only tensors support item assignment in a region")
+        self.store_item(target, base, self.index_items(target.slice), value)
+
+    def store_item(self, node: ast.AST, base: ir.Atom, index: tuple[ir.IndexItem, ...], value: Any) -> None:
+        kind = getattr(value, "kind", None)
+        if kind not in (Kind.TENSOR, Kind.FLOAT, Kind.INT, Kind.BOOL):
+            raise self.error(node, f"assigning {ops.describe(value)} into a tensor is not supported in a region")
+        self.emit(ir.SetItem(base, index, value, self.line()))
