@@ -252,7 +252,7 @@ class StatementCompiler:
             return dict(before)
         if len(live) == 1:
             return dict(live[0][0])
-        names = set().union(*(locs.keys() for locs, _ in live))
+        names = sorted(set().union(*(locs.keys() for locs, _ in live)))  # one order in every process
         merged = {}
         for name in names:
             vals = [locs.get(name, UNBOUND) for locs, _ in live]
