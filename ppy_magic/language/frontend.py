@@ -3,17 +3,19 @@
 Every rule that decides whether a decorated function can be compiled lives here
 (or, for its body, in the compiler behind it), and every refusal is a
 ``CompileError`` in one format: ``at L:C:``, the source line and a caret under
-the offending node. The rules, in the order they are checked:
+the offending node. The rules:
 
-- the level in ``@ppy.opt(...)`` is an int literal from 0 to ``MAX_LEVEL``;
-- the function is defined at the top level of the cell or file;
-- it is not ``async``, not a generator, does not call itself, has no other decorator;
-- its parameters are plain positional ones (no ``*args``/``**kwargs``, no keyword-only
-  or positional-only parameters);
+- the function is defined at the top level of the cell or file (``decorated_functions``
+  tells the two apart; ``not_top_level`` is the refusal);
+- the level in ``@ppy.opt(...)`` is an int literal from 0 to ``MAX_LEVEL`` (``compile_decorated``);
+- it is not ``async``, not a generator, does not call itself, has no other decorator, and
+  its parameters are plain positional ones: no ``*args``/``**kwargs``, no keyword-only or
+  positional-only parameters (``check_function``, in this order);
 - its body is in the region language (``function.translate``).
 
-The pipeline (a cell, a file) and the artifact builder call ``decorated_functions``
-and ``compile_decorated``; ``compile_function`` is the same without the level.
+The pipeline (a cell, a file) calls ``decorated_functions``, ``compile_decorated`` and
+``not_top_level``; ``compile_function`` is ``compile_decorated`` without the level. A new
+rule on a whole function goes into ``check_function``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,13 @@
 """The region IR: what the front end understood of one function.
 
-Structured code (blocks, ``if``, ``for``) over a few value kinds. Expressions
-are already flattened into evaluation order: every operand is an atom (a
-``Var`` or a ``Const``), so the C++ makes the same ATen calls in the same order
-as eager. Every statement carries the Python line it came from.
+Structured code (blocks, ``if``, ``for``) over a few value kinds (``Kind``).
+Expressions are already flattened into evaluation order: every operand is an
+atom (a ``Var`` or a ``Const``), so the C++ makes the same ATen calls in the same
+order as eager. Every statement carries the Python line it came from.
+
+The IR says *what* a region computes, never how it is written in C++: a ``Call``
+of an ATen overload, an ``Intrinsic`` named in ``INTRINSICS``, constants of a
+kind. ``backend/cpp.py`` spells each of them.
 """
 
 from __future__ import annotations
@@ -211,7 +215,7 @@ class Items:
 
 @dataclass(frozen=True)
 class IndexItem:
-    """One element of ``x[...]``: 'int', 'slice', 'none', 'ellipsis', 'tensor' or 'bool'."""
+    """One element of ``x[...]``: 'int', 'slice', 'none', 'ellipsis', 'tensor', 'bool' or 'list' (of ints)."""
 
     what: str
     atoms: tuple[Atom | None, ...] = ()
