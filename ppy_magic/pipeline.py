@@ -18,7 +18,6 @@ from typing import Any
 from . import backend, decorator, region
 from .errors import BuildError, CompileError
 from .language import frontend
-from .language.frontend import decorated_functions as decorated_functions  # re-exported: callers predate the move
 from .language.namespace import Key, collect_globals, function_key
 
 
@@ -159,7 +158,7 @@ def compile_source(
     tree = ast.parse(source, filename)
     lines = source.splitlines()
     g = collect_globals(tree, namespace)
-    top, nested = decorated_functions(tree, g, default_level)
+    top, nested = frontend.decorated_functions(tree, g, default_level)
     report = CellReport()
     functions, failures = [], {}
     for node, level in top:

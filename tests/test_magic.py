@@ -18,7 +18,7 @@ from IPython.utils.capture import capture_output
 
 import ppy_magic
 from ppy_magic import pipeline
-from ppy_magic.language import namespace
+from ppy_magic.language import frontend, namespace
 from ppy_magic.region import PpyFallbackWarning
 
 OPTIONS = ("strict", "verbose", "cache_dir", "show_build_status", "default_level", "warn_fallback")
@@ -104,7 +104,7 @@ def test_the_default_level_decides_what_a_bare_decorator_means():
         "@ppy.opt(1)\ndef c(x):\n    return x\n"
     )
     g = namespace.collect_globals(tree, {})
-    top, _ = pipeline.decorated_functions(tree, g, default_level=2)
+    top, _ = frontend.decorated_functions(tree, g, default_level=2)
     assert [(node.name, level) for node, level in top] == [("a", 2), ("b", 2), ("c", 1)]
     assert pipeline.effective_level(None, 2, None) == 2
     assert pipeline.effective_level(1, 2, None) == 1

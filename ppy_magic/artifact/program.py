@@ -581,6 +581,7 @@ def build_program(
     Returns what was written and the build summary.
     """
     from .. import pipeline
+    from ..language.frontend import decorated_functions
     from ..language.namespace import collect_globals
 
     try:
@@ -606,7 +607,7 @@ def build_program(
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     }
     devices = region.built_device_types()
-    top, _nested = pipeline.decorated_functions(tree, collect_globals(tree, namespace))
+    top, _nested = decorated_functions(tree, collect_globals(tree, namespace))
     levels = {function_key(node): level for node, level in top}
     records = [
         region_record(
