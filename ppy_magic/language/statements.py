@@ -317,34 +317,45 @@ class StatementCompiler:
             raise self.error(it, "range() arg 3 must not be zero")
         if not isinstance(step, ir.Const):
             self.check("check_range_step", step)
-        # Names the body rebinds that already hold values become loop-carried variables.
+        body, fresh = self.loop_body(node, node.body, {node.target.id: Kind.INT})
+        loop_var = fresh[node.target.id]
+        self.emit(ir.For(loop_var, start, stop, step, body, self.line()))
+        self.locals[node.target.id] = Unbound(
+            node.target.id, "the loop variable is undefined after a loop that may run zero times"
+        )
+
+    def loop_body(
+        self, node: ast.stmt, stmts: list[ast.stmt], fresh: dict[str, Kind]
+    ) -> tuple[tuple[ir.Stmt, ...], dict[str, ir.Var]]:
+        """A loop's body, compiled once for every iteration; the caller emits the loop around it.
+
+        Names the body rebinds that hold values before the loop become loop-carried variables
+        (declared before it, stored at the end of each iteration; their kinds must not change).
+        `fresh` names (a for loop's variable) are new variables of the given kinds, bound in the
+        body. After the loop, carried names hold their variables; names bound only inside it are
+        unbound, since it may run zero times."""
         assigned = {
             n.id
-            for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))
+            for n in ast.walk(ast.Module(body=stmts, type_ignores=[]))
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
         }
-        carried: dict[str, ir.Var] = {}
+        carried: dict[str, Any] = {}
         for name in sorted(assigned):
-            if name in self.locals and name != node.target.id:
+            if name in self.locals and name not in fresh:
                 carried[name] = self.carry(node, name, self.locals[name])
         before = dict(self.locals)
-        loop_var = self.new_var(node.target.id, Kind.INT)
-        with self.block({**before, **carried, node.target.id: loop_var}) as loop:
-            self.compile_body(node.body)
+        new = {name: self.new_var(name, kind) for name, kind in fresh.items()}
+        with self.block({**before, **carried, **new}) as loop:
+            self.compile_body(stmts)
             if self.terminated:
                 raise self.error(node, "`return` inside a loop is not supported in a region")
             for name, var in carried.items():
                 self.store_carried(node, name, var, self.locals.get(name, UNBOUND))
-        self.emit(ir.For(loop_var, start, stop, step, tuple(loop.body), self.line()))
-        after = dict(before)
-        for name, var in carried.items():
-            after[name] = var
-        for name in assigned - set(carried):
+        after = {**before, **carried}
+        for name in sorted(assigned - set(carried)):
             after[name] = Unbound(name, "it is only bound inside the loop, which may run zero times")
-        after[node.target.id] = Unbound(
-            node.target.id, "the loop variable is undefined after a loop that may run zero times"
-        )
         self.locals = after
+        return tuple(loop.body), new
 
     def carry(self, node: ast.AST, name: str, value: Any) -> Any:
         if isinstance(value, ir.Tup):
