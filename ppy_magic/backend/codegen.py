@@ -2,7 +2,9 @@
 
 The TU includes only ATen headers (the ``_ops.h`` of each op it calls, plus
 ``ppy_region.h``) and ``Python.h`` for its tiny module init, which exports a
-table of region entry points to the runtime through a capsule. Nothing here
+table of region entry points to the runtime through a capsule. This module
+writes the statements, the entry points and the TU around them; how each
+expression, type and constant is spelled comes from ``cpp.py``. Nothing here
 runs a compiler.
 """
 
@@ -15,7 +17,7 @@ from typing import Any
 from ..language import ir
 from ..language.ir import Kind
 from . import cpp
-from .cpp import cpp_literal
+from .cpp import NAME, atom, cpp_literal, expr
 
 __all__ = ["ABI_HEADER", "REGION_HEADER", "CellCode", "RegionSpec", "cpp_literal", "generate"]
 
@@ -49,151 +51,6 @@ class CellCode:
     headers: tuple[str, ...]
     regions: tuple[RegionSpec, ...]
     line_map: dict[int, tuple[str, int]]  # C++ line -> (function, Python line)
-
-
-class Namer:
-    """C++ names for IR variables: never a keyword, never clashing with ours."""
-
-    def __call__(self, var: ir.Var) -> str:
-        return f"v_{var.name}"
-
-
-NAME = Namer()
-
-
-def atom(a: Any) -> str:
-    if isinstance(a, ir.Var):
-        return NAME(a)
-    if isinstance(a, ir.Const):
-        return cpp_literal(a.value, a.kind)
-    raise TypeError(f"not an atom: {a!r}")
-
-
-def _scalar(a: Any) -> str:
-    return cpp.scalar(atom(a), a.kind)
-
-
-def _strip(decl: str) -> str:
-    """The base C++ type of a parameter type (``const std::optional<T>&`` -> ``T``)."""
-    t = decl.replace("const ", "").replace("&", "").strip()
-    for opt in ("::std::optional<", "std::optional<", "c10::optional<"):  # as torch's headers spell it
-        if t.startswith(opt):
-            return t[len(opt) : -1].strip()
-    if t == "at::OptionalIntArrayRef":
-        return "at::IntArrayRef"
-    if t == "at::OptionalSymIntArrayRef":
-        return "c10::SymIntArrayRef"
-    return t
-
-
-def _ints(expr_items: list[str]) -> str:
-    return "at::IntArrayRef{" + ", ".join(expr_items) + "}"
-
-
-def _convert(base: str, a: Any, write: bool) -> str:
-    """C++ for an atom (or Items) passed as a parameter of C++ type `base`."""
-    if isinstance(a, ir.Items):
-        if a.kind == Kind.INT:
-            arr = _ints([f"static_cast<int64_t>({atom(i)})" for i in a.items])
-            return f"c10::fromIntArrayRefSlow({arr})" if "SymInt" in base else arr
-        return "at::TensorList{" + ", ".join(atom(i) for i in a.items) + "}"
-    if base == "at::Tensor":
-        return f"const_cast<at::Tensor&>({atom(a)})" if write else atom(a)
-    if base == "at::Scalar":
-        return _scalar(a)
-    if base in ("int64_t", "c10::SymInt"):
-        return f"static_cast<int64_t>({atom(a)})"
-    if base == "double":
-        return f"static_cast<double>({atom(a)})"
-    if base in ("c10::string_view", "::std::string_view", "std::string_view"):
-        return f"c10::string_view({atom(a)})"
-    if base in ("at::IntArrayRef",):
-        return f"at::IntArrayRef({atom(a)})"
-    if base == "c10::SymIntArrayRef":
-        return f"c10::fromIntArrayRefSlow(at::IntArrayRef({atom(a)}))"
-    if base in ("at::TensorList", "at::ITensorListRef"):
-        return f"at::TensorList({atom(a)})"
-    if base == "at::Device" and a.kind == Kind.STR:
-        return f"at::Device({atom(a)})"
-    return atom(a)
-
-
-def _default(base: str, v: Any) -> str:
-    if v is None:
-        return cpp.NULLOPT
-    if base == "at::Scalar":
-        kind = Kind.BOOL if type(v) is bool else Kind.INT if type(v) is int else Kind.FLOAT
-        return cpp.scalar(cpp_literal(v, kind), kind)
-    if base in ("int64_t", "c10::SymInt"):
-        return cpp_literal(v, Kind.INT)
-    if base == "double":
-        return cpp_literal(float(v), Kind.FLOAT)
-    if base == "bool":
-        return cpp_literal(v, Kind.BOOL)
-    if base in ("c10::string_view", "::std::string_view", "std::string_view"):
-        return f"c10::string_view({json.dumps(v)})"
-    if base in ("at::IntArrayRef", "c10::SymIntArrayRef"):
-        items = [cpp_literal(i, Kind.INT) for i in (v if isinstance(v, (list, tuple)) else [v])]
-        if not items:
-            return f"{base}{{}}"
-        return f"c10::fromIntArrayRefSlow({_ints(items)})" if "SymInt" in base else _ints(items)
-    if base in ("at::MemoryFormat", "at::Layout", "at::ScalarType") and type(v) is int:
-        return f"static_cast<{base}>({v})"
-    raise ValueError(f"no C++ default for {base} = {v!r}")
-
-
-def call_args(call: ir.Call) -> list[str]:
-    out = []
-    for sarg, a in zip(call.op.args, call.args, strict=True):
-        base = _strip(sarg.cpp)
-        if isinstance(a, ir.Default):
-            out.append(_default(base, a.value))
-        elif isinstance(a, ir.WrapNumber):
-            out.append(f"ppy::wrapped_number({_scalar(a.value)})")
-        elif isinstance(a, ir.Const) and a.kind == Kind.NONE:
-            out.append(cpp.NULLOPT)
-        else:
-            out.append(_convert(base, a, sarg.is_write))
-    return out
-
-
-def _index(items: tuple[ir.IndexItem, ...], tensor: Any) -> str:
-    parts = []
-    for it in items:
-        if it.what == "list":
-            values = ", ".join(f"static_cast<int64_t>({atom(a)})" for a in it.atoms)
-            parts.append(f"at::indexing::TensorIndex(ppy::index_list({atom(tensor)}, {{{values}}}))")
-        elif it.what == "int":
-            parts.append(f"at::indexing::TensorIndex(static_cast<int64_t>({atom(it.atoms[0])}))")
-        elif it.what == "bool":
-            parts.append(f"at::indexing::TensorIndex(static_cast<bool>({atom(it.atoms[0])}))")
-        elif it.what == "tensor":
-            parts.append(f"at::indexing::TensorIndex({atom(it.atoms[0])})")
-        elif it.what == "none":
-            parts.append("at::indexing::TensorIndex(at::indexing::None)")
-        elif it.what == "ellipsis":
-            parts.append("at::indexing::TensorIndex(at::indexing::Ellipsis)")
-        else:
-            bounds = [
-                "std::optional<c10::SymInt>()"
-                if b is None
-                else f"std::optional<c10::SymInt>(static_cast<int64_t>({atom(b)}))"
-                for b in it.atoms
-            ]
-            parts.append(f"at::indexing::TensorIndex(at::indexing::Slice({', '.join(bounds)}))")
-    return "{" + ", ".join(parts) + "}"
-
-
-def expr(e: ir.Expr) -> str:
-    if isinstance(e, ir.Call):
-        return f"{cpp.op_call(e.op)}({', '.join(call_args(e))})"
-    if isinstance(e, ir.Intrinsic):
-        return cpp.intrinsic(e.name, [atom(a) for a in e.args])
-    if isinstance(e, ir.GetItem):
-        return f"at::indexing::get_item({atom(e.tensor)}, {_index(e.index, e.tensor)})"
-    if isinstance(e, ir.CallFunction):
-        return f"{e.symbol}({', '.join(['ppy_line'] + [atom(a) for a in e.args])})"
-    raise TypeError(e)
 
 
 def _decl(var: ir.Var) -> str:
@@ -320,12 +177,12 @@ class Emitter:
             self.line(depth, s.line)
             if s.value.kind == Kind.TENSOR:
                 self.out(
-                    depth, f"at::indexing::set_item({atom(s.tensor)}, {_index(s.index, s.tensor)}, {atom(s.value)});"
+                    depth, f"at::indexing::set_item({atom(s.tensor)}, {cpp.index(s.index, s.tensor)}, {atom(s.value)});"
                 )
             else:  # Python passes a bool value as an int (THPUtils_unpackIndex)
                 kind = Kind.INT if s.value.kind == Kind.BOOL else s.value.kind
                 scalar = cpp.scalar(atom(s.value), kind)
-                self.out(depth, f"ppy::set_item_scalar({atom(s.tensor)}, {_index(s.index, s.tensor)}, {scalar});")
+                self.out(depth, f"ppy::set_item_scalar({atom(s.tensor)}, {cpp.index(s.index, s.tensor)}, {scalar});")
         elif isinstance(s, ir.If):
             self.line(depth, s.line)
             self.out(depth, f"if ({atom(s.cond)}) {{")
