@@ -33,7 +33,7 @@ import torch
 from .. import backend
 from ..backend import RegionSpec
 from ..binding import Key
-from ..errors import PpyError
+from ..errors import ShownError
 from ..language import ir
 
 FORMAT = "ppy_magic.artifact"
@@ -42,11 +42,8 @@ MANIFEST = "ppy_manifest.json"
 EXPORTED = "%ppy_export"  # the origin of an artifact written from a notebook
 
 
-class ArtifactError(PpyError):
+class ArtifactError(ShownError):
     """An artifact cannot be written, or a region cannot be exported."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"ArtifactError: {self}"]
 
 
 class PpyArtifactWarning(RuntimeWarning):
