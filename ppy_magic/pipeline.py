@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import backend, decorator, region
+from .binding import Binder, StaysPython, Target, effective_level
 from .errors import BuildError, CompileError
 from .language import frontend
 from .language.namespace import Key, collect_globals, function_key
@@ -60,79 +61,25 @@ class CellReport:
 
 
 @dataclass
-class CellBinder:
-    """Hands each decorated function its region when its ``def`` runs."""
+class CellBinder(Binder):
+    """Hands each decorated function of the cell its region from the cell's build when its ``def`` runs."""
 
-    filename: str
     regions: dict[Key, backend.RegionSpec]
     failures: dict[Key, CompileError]
     report: CellReport
     module: Any = None
     runtime: Any = None
     strict: bool = False
-    bound: list[Any] = field(default_factory=list)
-    default_level: int = decorator.DEFAULT_LEVEL  # of a bare @ppy.opt
-    level_override: int | None = None  # %%ppy -O LEVEL
 
-    def bind(self, fn: Callable, level: int | None) -> Callable:
-        code = getattr(fn, "__code__", None)
-        key = function_key(fn)
-        if code is not None and code.co_filename != self.filename:
-            return fn  # defined elsewhere (an imported module): not ours to compile
-        written, level = level, effective_level(level, self.default_level, self.level_override)
-        if level == 0:
-            if self.level_override == 0:
-                reason = "-O 0 leaves every function of the cell Python"
-                self.report.stays_python(fn.__name__, reason)
-            elif written is None:
-                reason = "a bare @ppy.opt has the default level, 0 (PpyMagics.default_level): never compiled"
-            else:
-                reason = "ppy.opt(0): never compiled"
-            fn.__ppy_reason__ = reason  # type: ignore[attr-defined]
-            return fn
+    def find(self, key: Key, fn: Callable, level: int) -> Target | StaysPython:
         spec = self.regions.get(key)
         if spec is None:
             err = self.failures.get(key)
-            reason = err.reason if err else frontend.not_compiled_reason(fn)
-            fn.__ppy_reason__ = reason  # type: ignore[attr-defined]
-            self.report.stays_python(fn.__name__, reason, err.hint if err else None)
-            return fn
-        stale = _changed_globals(spec, fn)
-        if stale:
-            reason = (
-                f"global '{stale}' changed between compiling and running the cell, so the compiled value would be wrong"
-            )
-            fn.__ppy_reason__ = reason  # type: ignore[attr-defined]
-            self.report.stays_python(fn.__name__, reason)
-            return fn
-        reg = region.make_region(self.runtime, self.module, spec, fn, level)
-        self.bound.append(reg)
-        return reg
+            return StaysPython(err.reason if err else frontend.not_compiled_reason(fn), err.hint if err else None)
+        return Target(spec, self.module, self.runtime, level)
 
-
-def effective_level(written: int | None, default_level: int, override: int | None) -> int:
-    """The level a function compiles at: `-O` wins, then the written level, then the default."""
-    if override is not None:
-        return override
-    return default_level if written is None else written
-
-
-def _changed_globals(spec: backend.RegionSpec, fn: Callable) -> str | None:
-    g = getattr(fn, "__globals__", {})
-    for name, value in spec.frozen_globals.items():
-        if name not in g:
-            continue  # resolved from builtins or the source itself
-        now = g[name]
-        if now is value:
-            continue
-        if (
-            type(now) is type(value)
-            and type(value) in (int, float, bool)
-            and (now == value or (value != value and now != now))
-        ):
-            continue
-        return name
-    return None
+    def tell(self, fn: Callable, reason: str, hint: str | None) -> None:
+        self.report.stays_python(getattr(fn, "__name__", type(fn).__name__), reason, hint)
 
 
 def compile_source(

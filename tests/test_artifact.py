@@ -7,6 +7,7 @@ users do: `torchrun` and plain `python` with no compiler on PATH.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -313,11 +314,16 @@ def _flip_bytes(path: str) -> None:
         fh.write(bytes(b ^ 0xFF for b in chunk))
 
 
+def _write(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
 BREAKAGES = {
     "corrupt cell extension": lambda d, m: _flip_bytes(os.path.join(d, m["extensions"][0]["file"])),
     "truncated runtime": lambda d, m: open(os.path.join(d, m["runtime"]["file"]), "wb").close(),
     "missing cell extension": lambda d, m: os.remove(os.path.join(d, m["extensions"][0]["file"])),
-    "manifest not JSON": lambda d, m: open(os.path.join(d, artifact.MANIFEST), "w").write("{"),
+    "manifest not JSON": lambda d, m: _write(os.path.join(d, artifact.MANIFEST), "{"),
     "manifest from the future": lambda d, m: rewrite_manifest(d, lambda x: x.update(format_version=99)),
     "extension outside the directory": lambda d, m: rewrite_manifest(
         d, lambda x: x["extensions"][0].update(file="../" + x["extensions"][0]["file"])
@@ -348,12 +354,103 @@ def test_an_edited_region_runs_as_python_and_the_others_still_load(artifact_copy
     assert len(messages) == 2
     assert "'hidden'" in messages[0] and "source" in messages[0] and "changed" in messages[0]
     assert "'squared_error'" in messages[1] and "SCALE" in messages[1] and "0.25" in messages[1]
+    assert {w.filename for w in warned} == {program}  # each warning points at the function in the program
+    lines = {w.lineno for w in warned}
+    assert all(text.splitlines()[n - 1].startswith(("@ppy.opt", "def ")) for n in lines), lines
     assert getattr(ns["hidden"], "__ppy_region__", False) is False
     assert getattr(ns["squared_error"], "__ppy_region__", False) is False
     assert ns["head"].__ppy_region__ is True
     x = torch.randn(2, 4)
     assert torch.equal(ns["hidden"](x, torch.eye(4), torch.zeros(4)), torch.sigmoid(x))  # the new body
     assert torch.equal(ns["squared_error"](x, torch.zeros(2, 4)), x * x * 0.25)
+
+
+# ---- what earlier versions wrote keeps working --------------------------------------------------
+
+# The loader `ppy build` wrote since the first version: it names ppy_magic.artifact.exec_program.
+EARLIER_LOADER = """\
+# Built by ppy_magic 0.1.0 from train.ppy.
+# Runs train.ppy with its @ppy.opt regions loaded from the extensions beside this file,
+# with no compiler: `python train.py` or `torchrun ... train.py` runs the program;
+# `import train` (this directory on sys.path) binds its regions;
+# `python train.ppy` runs it as plain Python.
+try:
+    __import__("ppy_magic.artifact")
+except ImportError as exc:
+    raise ImportError("train.py needs ppy_magic (built with 0.1.0): pip install ppy-magic") from exc
+__import__("ppy_magic.artifact").artifact.exec_program(__file__, globals(), 'train.ppy')
+"""
+
+# The keys of a region in ppy_manifest.json, format version 1, as every version so far wrote them.
+REGION_KEYS_V1 = {
+    "name", "qualname", "signature", "extension", "index", "symbol", "kinds", "ret", "param_names", "defaults",
+    "line_notes", "first_line", "last_line", "source_sha256", "device_types", "level", "frozen_globals", "cpp",
+    "result_types",
+}  # fmt: skip
+
+
+def test_a_loader_written_by_an_earlier_version_still_binds_the_regions(artifact_copy):
+    with open(os.path.join(artifact_copy, "train.py"), "w", encoding="utf-8") as fh:
+        fh.write(EARLIER_LOADER)
+    ns, warned = load_in_process(artifact_copy)
+    assert warned == []
+    assert all(ns[name].__ppy_region__ is True for name in REGIONS)
+    # The documented name of the warning (docs/artifacts.md), and the package's.
+    import ppy_magic
+
+    assert ppy_magic.artifact.PpyArtifactWarning is ppy_magic.PpyArtifactWarning
+    assert issubclass(ppy_magic.artifact.PpyArtifactWarning, RuntimeWarning)
+
+
+def test_the_artifact_package_exports_what_it_lists():
+    assert len(set(artifact.__all__)) == len(artifact.__all__)
+    assert [name for name in artifact.__all__ if not hasattr(artifact, name)] == []
+    used = {"exec_program", "PpyArtifactWarning", "ArtifactError", "build_command", "export_regions", "regions_in"}
+    assert used <= set(artifact.__all__)  # by loaders, the docs, the CLI and %ppy_export
+
+
+def test_a_region_is_recorded_as_its_region_spec_and_the_artifact_fields(built):
+    m = manifest_of(built)
+    spec_fields = {f.name for f in dataclasses.fields(backend.RegionSpec)} - {"filename"}
+    own = {f.name for f in dataclasses.fields(artifact.RegionRecord)} - {"spec"}
+    for r in m["regions"]:
+        assert set(r) == spec_fields | own
+        assert set(r) >= REGION_KEYS_V1  # what readers of format version 1 need
+    again = artifact.Manifest.from_json(m).to_json()
+    assert {**again, "built_at": None} == {**m, "built_at": None}  # read and written back: the same JSON
+
+
+def test_a_new_region_spec_field_is_recorded_unless_its_type_has_no_json_form():
+    from ppy_magic.artifact import manifest
+
+    @dataclasses.dataclass(frozen=True)
+    class Wider(backend.RegionSpec):
+        unroll: int = 0
+        notes: dict[int, str] = dataclasses.field(default_factory=dict)
+
+    recorded = [name for name, _, _ in manifest._recorded_fields(Wider, {"filename"})]
+    assert recorded[-2:] == ["unroll", "notes"]
+
+    @dataclasses.dataclass(frozen=True)
+    class Odd(backend.RegionSpec):
+        ratio: complex = 0j
+
+    with pytest.raises(TypeError, match=r"Odd\.ratio .*_CODECS"):
+        manifest._recorded_fields(Odd, {"filename"})
+
+
+def test_a_manifest_written_before_named_tuple_results_still_loads(artifact_copy):
+    rewrite_manifest(artifact_copy, lambda m: [r.pop("result_types") for r in m["regions"]])
+    ns, warned = load_in_process(artifact_copy)
+    assert warned == []
+    assert all(ns[name].__ppy_region__ is True for name in REGIONS)
+
+
+def test_a_manifest_missing_a_region_field_loads_nothing_and_says_which(artifact_copy, monkeypatch):
+    rewrite_manifest(artifact_copy, lambda m: m["regions"][0].pop("kinds"))
+    ns, warned = load_in_process(artifact_copy, monkeypatch, forbid_imports=True)
+    assert len(warned) == 1 and "it is incomplete (KeyError: 'kinds')" in str(warned[0].message)
+    assert_runs_as_python(ns)
 
 
 # ---- running it as users do: no compiler on PATH -----------------------------------------------
@@ -371,7 +468,7 @@ def _reference_training(steps: int, world: int, tmp_path) -> dict[str, torch.Ten
         for rank in range(world):
             x, y = prog["batch"](rank, step)
             loss = prog["squared_error"](model(x), y).mean()
-            for k, g in zip(params, torch.autograd.grad(loss, list(params.values()))):
+            for k, g in zip(params, torch.autograd.grad(loss, list(params.values())), strict=True):
                 grads[k] += g / world
         with torch.no_grad():
             for k, p in params.items():

@@ -20,6 +20,7 @@ from .cache import (
     load_runtime,
     loaded_runtime,
     module_name,
+    recorded_sha256,
     shared_cache,
     warmup,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "located_errors",
     "module_name",
     "package_version",
+    "recorded_sha256",
     "shared_cache",
     "toolchain_ready",
     "warmup",

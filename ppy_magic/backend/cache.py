@@ -179,6 +179,11 @@ class Cache:
     def so_path(self, name: str) -> str:
         return os.path.join(self.lib, name + EXT_SUFFIX)
 
+    def loaded(self, name: str) -> types.ModuleType | None:
+        """The module `name` if this cache built or loaded it in this process."""
+        with self._lock:
+            return self.memory.get(name)
+
     def ensure_dirs(self) -> str:
         """Create the cache's directories (mode 0700) and return the one this process uses.
 
@@ -476,6 +481,15 @@ def shared_cache(root: str | None = None) -> Cache:
         if root not in _caches:
             _caches[root] = Cache(root)
         return _caches[root]
+
+
+def recorded_sha256(path: str) -> str | None:
+    """The sha256 the cache recorded beside the extension `path` when it published it; None if it did not."""
+    try:
+        with open(path + ".json", encoding="utf-8") as fh:
+            return json.load(fh).get("sha256")
+    except (OSError, ValueError):
+        return None  # a module loaded from a build directory has no record
 
 
 def import_extension(name: str, path: str) -> types.ModuleType:

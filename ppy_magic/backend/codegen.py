@@ -40,9 +40,9 @@ class RegionSpec:
     line_notes: dict[int, str]
     first_line: int
     filename: str
-    frozen_globals: dict
+    frozen_globals: dict[str, Any]  # global name -> the value compiled in
     cpp: str  # this region's C++ (helpers and entry), for explain()
-    result_types: tuple = ()
+    result_types: tuple[type, ...] = ()  # the torch.return_types named tuples it returns
 
 
 @dataclass(frozen=True)
