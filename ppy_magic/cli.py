@@ -4,6 +4,8 @@ ppy FILE [ARGS...]        same as `ppy run FILE`
 ppy run FILE [ARGS...]    run FILE as __main__; a file is compiled like one %%ppy cell
 ppy build FILE [-o DIR]   write DIR: FILE with its regions built, runnable with no compiler (torchrun)
 ppy warmup [--force]      build the runtime and the precompiled prelude now (Binder postBuild, CI)
+ppy cache [info|prune|clear] [--max-size SIZE]
+                          show the build cache, bring it under its size limit, or empty it
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import builtins
 import os
 import sys
 
-COMMANDS = ("run", "build", "warmup")
+COMMANDS = ("run", "build", "warmup", "cache")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,6 +37,22 @@ def _parser() -> argparse.ArgumentParser:
     warm = sub.add_parser("warmup", help="build the runtime and the precompiled prelude ahead of time")
     warm.add_argument("--force", action="store_true", help="rebuild both, even a prelude found unusable")
     warm.add_argument("--cache-dir", help="the cache directory (default: $PPY_CACHE_DIR or ~/.cache/ppy_magic)")
+    cache = sub.add_parser("cache", help="show the build cache, bring it under its size limit, or empty it")
+    cache.add_argument(
+        "action",
+        nargs="?",
+        default="info",
+        choices=("info", "prune", "clear"),
+        help="info (default): what it holds, its limit and what a prune would remove; prune: remove leftovers, "
+        "preludes of other toolchains and least recently used modules until under the limit (never what a "
+        "live process has loaded or is building); clear: remove every built module and prelude",
+    )
+    cache.add_argument("--cache-dir", help="the cache directory (default: $PPY_CACHE_DIR or ~/.cache/ppy_magic)")
+    cache.add_argument(
+        "--max-size",
+        metavar="SIZE",
+        help="the size limit for this command, e.g. 2G or 500M (default: $PPY_CACHE_MAX_SIZE, else 5G)",
+    )
     return p
 
 
@@ -55,8 +73,29 @@ def main(argv: list[str] | None = None) -> int:
         report = warmup(shared_cache(args.cache_dir), force=args.force)
         print("\n".join(f"ppy warmup: {line}" for line in str(report).splitlines()))
         return 0 if report.ok else 1
+    if args.command == "cache":
+        return cache_command(args.action, args.cache_dir, args.max_size)
     _parser().print_help()
     return 2
+
+
+def cache_command(action: str, cache_dir: str | None, max_size: str | None) -> int:
+    from .backend import eviction, shared_cache
+
+    cache = shared_cache(cache_dir)
+    if max_size is not None:
+        try:
+            cache.max_size = eviction.parse_size(max_size)
+        except ValueError as exc:
+            print(f"ppy cache: --max-size: {exc}", file=sys.stderr)
+            return 2
+    if action == "info":
+        print(cache.info())
+    elif action == "prune":
+        print(f"ppy cache: {cache.prune()}")
+    else:
+        print(f"ppy cache: {cache.clear()}")
+    return 0
 
 
 def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = False, quiet: bool = False) -> int:

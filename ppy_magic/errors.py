@@ -96,3 +96,7 @@ class BuildError(ShownError):
     def __init__(self, message: str, log: str = ""):
         self.log = log
         super().__init__(message)
+
+
+class CacheError(BuildError):
+    """No cache directory could be written (nor a private one made): nothing was built; the functions stay Python."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from . import backend, decorator, region
 from .binding import Binder, StaysPython, Target, effective_level
-from .errors import BuildError, CompileError
+from .errors import BuildError, CacheError, CompileError
 from .language import frontend
 from .language.namespace import Key, collect_globals, function_key
 
@@ -156,7 +156,7 @@ def compile_source(
     except BuildError as err:
         if strict:
             raise
-        reason = f"the C++ build failed: {err}"
+        reason = str(err) if isinstance(err, CacheError) else f"the C++ build failed: {err}"
         for fn in functions:
             report.python.append((fn.name, reason))
             failures[(fn.name, fn.first_line)] = CompileError(reason)

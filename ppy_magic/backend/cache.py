@@ -14,6 +14,7 @@ cold machine that happens while the runtime builds on the other core.
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import contextlib
 import fcntl
@@ -23,7 +24,6 @@ import importlib.util
 import json
 import os
 import shutil
-import stat
 import tempfile
 import threading
 import time
@@ -31,9 +31,10 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import BuildError
-from . import prelude
+from ..errors import BuildError, CacheError
+from . import eviction, prelude, safety
 from .diagnostics import first_error
+from .safety import CacheWriteError
 from .toolchain import (
     CELL_CFLAGS,
     CFLAGS,
@@ -59,34 +60,7 @@ def default_cache_dir() -> str:
     return os.path.join(base, "ppy_magic")
 
 
-def unsafe_reason(path: str) -> str | None:
-    """Why a directory must not hold modules we load, or None if it is private to us."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        return f"cannot use {path}: {exc.strerror}"
-    if st.st_uid != os.getuid():
-        return f"{path} is owned by another user (uid {st.st_uid})"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
-
-
-_SUBDIRS = ("lib", "build", "locks", "prelude")
-
-
-def _prepare(root: str) -> str | None:
-    """Create `root` and its subdirectories (mode 0700); why they are unusable, or None."""
-    try:
-        for d in (root, *(os.path.join(root, s) for s in _SUBDIRS)):
-            os.makedirs(d, mode=0o700, exist_ok=True)
-    except OSError as exc:
-        return f"cannot create {exc.filename or root}: {exc.strerror}"
-    for d in (root, *(os.path.join(root, s) for s in _SUBDIRS)):
-        problem = unsafe_reason(d)
-        if problem:
-            return problem
-    return None
+_SUBDIRS = ("lib", "build", "locks", "prelude", "live")
 
 
 def module_name(prefix: str, text: str) -> str:
@@ -132,9 +106,7 @@ def code_without_comments(text: str) -> str:
     return "".join(out)
 
 
-# ---- the cache -------------------------------------------------------------------
-
-
+# ---- the cache ----
 @dataclass
 class BuildResult:
     module: types.ModuleType
@@ -147,16 +119,22 @@ class BuildResult:
 class Cache:
     """Built modules under one directory: ``lib/`` (what is loaded), ``build/``, ``locks/``, ``prelude/``.
 
-    ``root`` is the directory asked for. If it is unsafe (others can write it),
-    this process builds in a private temporary directory instead (``base``).
+    ``root`` is the directory asked for. If it is unsafe (see ``safety``), or a
+    write into it fails (read-only, not ours, full), this process uses a private
+    temporary directory instead (``base``), removed when the process ends; a
+    root that is only unwritable is still read from (``_read_through``).
+    ``max_size`` bounds the cache (``eviction``); None means no limit.
     """
 
     root: str
     memory: dict[str, types.ModuleType] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
     notes: list[str] = field(default_factory=list)
+    max_size: int | None = field(default_factory=eviction.max_size_from_env)
     _private: str | None = None
-    _unsafe: str | None = None
+    _unsafe: str | None = None  # why `root` is not written (or not used at all)
+    _read_through: str | None = None  # `root`, when it is safe to read but this process cannot write it
+    _live: dict[str, eviction.LiveRecord] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.root = os.path.abspath(self.root)
@@ -187,30 +165,66 @@ class Cache:
     def ensure_dirs(self) -> str:
         """Create the cache's directories (mode 0700) and return the one this process uses.
 
-        Code is never loaded from a directory others can write (or one owned by
-        someone else): then this process builds in a private temporary
-        directory instead and says so once.
+        Code is never loaded from a directory others could write (see
+        ``safety.unsafe_directory``): then this process builds in a private
+        temporary directory instead and says so once, with what to do.
         """
         with self._lock:
             if self._private is not None:
                 return self._private
-            problem = _prepare(self.root)
-            if problem is None:
-                return self.root
-            private = tempfile.mkdtemp(prefix="ppy-private-cache-")
-            still = _prepare(private)
-            if still:
-                raise BuildError(
-                    f"cannot use the cache directory ({problem}) nor a private one ({still}); "
-                    "set PPY_CACHE_DIR to a directory only you can write"
+            failed = None
+            try:
+                for d in (self.root, *(os.path.join(self.root, s) for s in _SUBDIRS)):
+                    os.makedirs(d, mode=0o700, exist_ok=True)
+            except OSError as exc:
+                failed = CacheWriteError(exc, "creating the cache directory", exc.filename or self.root)
+            unsafe = safety.unsafe_directory(self.root, inside=_SUBDIRS) if os.path.isdir(self.root) else None
+            if unsafe is not None:
+                self._use_private(
+                    f"not loading compiled code from the cache directory: {unsafe.reason}",
+                    f"to reuse builds across sessions, {unsafe.advice}",
+                    unsafe.reason,
+                    read_through=False,
                 )
-            self._private, self._unsafe = private, problem
-            self.notes.append(
-                f"not loading compiled code from the cache directory: {problem}. This session builds in "
-                f"the private directory {private} instead (nothing is reused across sessions). Fix it with "
-                f"`chmod go-w {self.root}`, or set PPY_CACHE_DIR to a directory only you can write."
-            )
-            return private
+            elif failed is not None:
+                self._fall_back(failed)
+            return self.base
+
+    def _fall_back(self, err: CacheWriteError) -> None:
+        """A write into `root` failed: go on in a private directory, reading what `root` already has."""
+        readable = os.path.isdir(os.path.join(self.root, "lib"))
+        self._use_private(
+            f"cannot write to the cache directory {self.root} ({err.what}: {err.cause})",
+            err.advice,
+            f"{err.cause} ({err.what})",
+            read_through=readable,
+        )
+
+    def _use_private(self, why: str, advice: str, short: str, *, read_through: bool) -> None:
+        try:
+            private = make_private_dir()
+        except OSError as exc:
+            raise CacheError(
+                f"{why}, and a private cache directory cannot be made either ({safety.cause_of(exc)} in "
+                f"{tempfile.gettempdir()}): {advice}"
+            ) from None
+        self._private, self._unsafe = private, short
+        self._read_through = self.root if read_through else None
+        self._record(private, "session", "private")
+        reuse = "it reuses what the cache directory already holds" if read_through else "nothing is reused"
+        self.notes.append(
+            f"{why}. This session builds in the private directory {private} instead ({reuse}; it is removed "
+            f"when the session ends); {advice}."
+        )
+
+    def _record(self, base: str, kind: str, name: str) -> None:
+        """List `name` as held by this process, so that eviction leaves it alone."""
+        with self._lock:
+            record = self._live.get(base)
+            if record is None:
+                record = self._live[base] = eviction.LiveRecord(base)
+                atexit.register(record.close)
+        record.add(kind, name)
 
     # lookup and build
     def load(
@@ -226,13 +240,6 @@ class Cache:
         with self._lock:
             if not force and name in self.memory:
                 return BuildResult(self.memory[name], name, "memory", time.perf_counter() - t0)
-        self.ensure_dirs()
-        if not force:
-            mod = self._load_from_disk(name)
-            if mod is not None:
-                with self._lock:
-                    self.memory[name] = mod
-                return BuildResult(mod, name, "disk", time.perf_counter() - t0)
         announced = []
 
         def announce() -> None:
@@ -240,37 +247,69 @@ class Cache:
                 announced.append(True)
                 on_build()
 
-        # Waits while another kernel builds the same module (announced as building), then finds it on disk.
-        with _flock(self.lock_path(name), on_wait=announce):
-            mod = None if force else self._load_from_disk(name)
-            source = "disk"
-            if mod is None:
-                announce()
-                mod = self._build(name, text, include_paths)
-                source = "build"
+        while True:
+            private_before = self.ensure_dirs() != self.root
+            try:
+                mod, source = self._load_or_build(name, text, include_paths, force, announce)
+                break
+            except CacheWriteError as err:
+                with self._lock:
+                    if private_before:  # the private directory failed too: the function stays Python
+                        raise CacheError(f"cannot build {name}: {err}; {err.advice}") from None
+                    if self._private is None:
+                        self._fall_back(err)
         with self._lock:
             self.memory[name] = mod
+        if source == "build":
+            self.evict_if_over()
         return BuildResult(mod, name, source, time.perf_counter() - t0)
 
-    def _load_from_disk(self, name: str) -> types.ModuleType | None:
-        path = self.so_path(name)
-        meta_path = path + ".json"
-        if not os.path.exists(path):
-            return None
-        try:
-            with open(meta_path, encoding="utf-8") as fh:
-                meta = json.load(fh)
-            with open(path, "rb") as fh:
-                digest = hashlib.sha256(fh.read()).hexdigest()
-            if digest != meta.get("sha256"):
-                raise ValueError("its checksum does not match the one recorded when it was built")
-            return import_extension(name, path)
-        except (OSError, ValueError, ImportError) as exc:
-            self.notes.append(f"cached {name}{EXT_SUFFIX} was unusable ({exc}); rebuilding it")
-            for p in (path, meta_path):
+    def _load_or_build(
+        self, name: str, text: str, include_paths: tuple[str, ...], force: bool, announce: Callable[[], None]
+    ) -> tuple[types.ModuleType, str]:
+        if not force:
+            mod = self._load_from_disk(name, remove_bad=False)
+            if mod is not None:
+                return mod, "disk"
+        # Waits while another kernel builds the same module (announced as building), then finds it on disk.
+        with _flock(self.lock_path(name), on_wait=announce):
+            mod = None if force else self._load_from_disk(name, remove_bad=True)
+            if mod is not None:
+                return mod, "disk"
+            announce()
+            return self._build(name, text, include_paths), "build"
+
+    def _load_from_disk(self, name: str, *, remove_bad: bool) -> types.ModuleType | None:
+        """The module from ``lib/`` (this directory's, else the read-only root's), checked before it is loaded.
+
+        Its manifest must name it and give its size and sha256, all equal to
+        the file's: a library that is not the one published under this name
+        is never loaded, so its static initialisers never run. A bad one is
+        removed (`remove_bad`, under the module's lock) and rebuilt.
+        """
+        bases = [self.base] + ([self._read_through] if self._read_through else [])
+        for base in bases:
+            path = os.path.join(base, "lib", name + EXT_SUFFIX)
+            if not os.path.exists(path):
+                continue
+            self._record(self.base, "module", name)  # before reading it: eviction now leaves it alone
+            problem = verify_manifest(name, path)
+            if problem is None:
+                try:
+                    module = import_extension(name, path)
+                except ImportError as exc:
+                    problem = f"it does not import ({exc})"
+                else:
+                    with contextlib.suppress(OSError):
+                        os.utime(path + ".json")  # last used: what eviction orders by
+                    return module
+            if not remove_bad:
+                return None  # looked at again under the lock, where it is removed and rebuilt
+            self.notes.append(f"cached {name}{EXT_SUFFIX} was not loaded ({problem}); rebuilding it")
+            for p in (path, path + ".json"):
                 with contextlib.suppress(OSError):
                     os.remove(p)
-            return None
+        return None
 
     def _build(self, name: str, text: str, include_paths: tuple[str, ...]) -> types.ModuleType:
         status = toolchain_ready()
@@ -289,8 +328,16 @@ class Cache:
             if rejected is None:
                 raise
             reason, recurs = rejected
-            with _flock(self._prelude_lock()):
-                pre.mark_unusable("rejected", reason, permanent=recurs)
+            if pre.directory == self.prelude().directory:
+                with _flock(self._prelude_lock()):
+                    pre.mark_unusable("rejected", reason, permanent=recurs)
+            else:  # the read-only cache's prelude: use our own header, as plain text
+                own = self.prelude()
+                try:
+                    own.write_header()
+                except OSError as exc:
+                    raise CacheWriteError(exc, "writing the prelude header", own.directory) from None
+                includes[-1] = own.directory
             self.notes.append(
                 f"the compiler rejected the precompiled prelude ({reason}); {name} is built "
                 "with plain includes" + ("" if recurs else "; the prelude is rebuilt next time")
@@ -300,8 +347,11 @@ class Cache:
     def _compile(self, name: str, text: str, cflags: list[str], includes: list[str]) -> types.ModuleType:
         """``load_inline`` into a fresh ``build/<name>``; the caller holds the module's lock."""
         bdir = self.build_dir(name)
-        self._set_aside(bdir, name)
-        os.makedirs(bdir, mode=0o700)
+        try:
+            self._set_aside(bdir, name)
+            os.makedirs(bdir, mode=0o700)
+        except OSError as exc:
+            raise CacheWriteError(exc, "creating the build directory", os.path.dirname(bdir)) from None
         from torch.utils import cpp_extension
 
         # load_inline remembers sources per name for the process, and after a
@@ -319,9 +369,16 @@ class Cache:
                 is_python_module=True,
                 no_implicit_headers=True,
             )
+        except OSError as exc:  # writing the sources or the build file
+            shutil.rmtree(bdir, ignore_errors=True)
+            raise CacheWriteError(exc, "writing the build files", bdir) from None
         except Exception as exc:
             log = str(exc)
-            raise BuildError(f"C++ build of {name} failed{first_error(log)}", log) from None
+            starved = safety.starved_build(log, os.path.dirname(bdir))
+            if starved is None:
+                raise BuildError(f"C++ build of {name} failed{first_error(log)}", log) from None
+            shutil.rmtree(bdir, ignore_errors=True)  # half-written objects: give the space back
+            raise BuildError(starved, log) from None
         finally:
             cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(name, None)
         self._publish(name, os.path.join(bdir, name + EXT_SUFFIX))
@@ -343,18 +400,39 @@ class Cache:
         shutil.rmtree(aside, ignore_errors=True)
 
     def _publish(self, name: str, built: str) -> None:
-        """Copy a built module into ``lib/`` under a temporary name, with its checksum, then rename."""
-        tmp = self.so_path(name) + f".tmp{os.getpid()}"
-        shutil.copyfile(built, tmp)
-        with open(tmp, "rb") as fh:
-            digest = hashlib.sha256(fh.read()).hexdigest()
-        with open(tmp + ".json", "w", encoding="utf-8") as fh:
-            json.dump(
-                {"name": name, "sha256": digest, "built": time.time(), "toolchain": toolchain_key().splitlines()[:5]},
-                fh,
+        """Copy a built module into ``lib/`` under a temporary name, with its manifest, then rename.
+
+        The manifest (name, size, sha256) is what a later load checks before
+        loading. A failed copy (a full disk) leaves no partial file: the module
+        this process loaded keeps working, and the next kernel builds it again.
+        """
+        final = self.so_path(name)
+        tmp = final + f".tmp{os.getpid()}"
+        try:
+            shutil.copyfile(built, tmp)
+            with open(tmp, "rb") as fh:
+                digest = hashlib.sha256(fh.read()).hexdigest()
+            manifest = {
+                "name": name,
+                "size": os.path.getsize(tmp),
+                "sha256": digest,
+                "built": time.time(),
+                "toolchain": toolchain_key().splitlines()[:5],
+            }
+            with open(tmp + ".json", "w", encoding="utf-8") as fh:
+                json.dump(manifest, fh)
+            os.replace(tmp, final)
+            os.replace(tmp + ".json", final + ".json")
+        except OSError as exc:
+            for p in (tmp, tmp + ".json"):
+                with contextlib.suppress(OSError):
+                    os.remove(p)
+            self.notes.append(
+                f"built {name} but could not save it in the cache ({safety.cause_of(exc)} in {self.lib}); "
+                f"it works in this session and is built again next time: {safety.advice_for(exc, self.lib)}"
             )
-        os.replace(tmp + ".json", self.so_path(name) + ".json")
-        os.replace(tmp, self.so_path(name))
+            return
+        self._record(self.base, "module", name)
 
     # the prelude
     def prelude(self) -> prelude.Prelude:
@@ -370,8 +448,18 @@ class Cache:
         """
         self.ensure_dirs()
         pre = self.prelude()
-        pre.write_header()
+        if self._read_through and not force and not pre.status().usable:
+            shared = prelude.Prelude(os.path.join(self._read_through, "prelude", prelude_identity()))
+            if shared.status().usable:
+                return shared  # read-only, and complete: gcc only reads it
+        self._record(self.base, "prelude", prelude_identity())
+        try:
+            pre.write_header()
+        except OSError as exc:
+            raise CacheWriteError(exc, "writing the prelude header", pre.directory) from None
         if not force and pre.status().usable:
+            with contextlib.suppress(OSError):
+                os.utime(pre.header)  # last used: what eviction orders by
             return pre
         with _flock(self._prelude_lock()):
             if force:
@@ -395,10 +483,69 @@ class Cache:
             except prelude.PreludeError as err:
                 self.notes.append(f"{err}; cells build with plain includes")
                 return pre
+            except OSError as exc:
+                self.notes.append(
+                    f"no precompiled prelude: {safety.cause_of(exc)} in {pre.directory}; cells build with plain "
+                    f"includes ({safety.advice_for(exc, pre.directory)})"
+                )
+                return pre
             self.notes.append(f"built the precompiled prelude in {seconds:.1f} s (once per toolchain)")
         return pre
 
-    # reporting and cleaning
+    # size, eviction, reporting and cleaning
+    def scan(self) -> list[eviction.Entry]:
+        return eviction.scan(self.base, EXT_SUFFIX, prelude_identity())
+
+    def eviction_plan(self, *, tidy: bool = False) -> list[eviction.Entry]:
+        """What a prune would remove now (nothing a live process holds), first to last."""
+        return eviction.plan(self.scan(), self.max_size, eviction.live_holds(self.base), tidy=tidy)
+
+    def prune(self, *, tidy: bool = True, target: int | None = None) -> str:
+        """Remove leftovers, preludes of other toolchains (`tidy`), and least recently used entries
+        until the cache is under its limit (or `target` bytes). What is loaded or being built stays."""
+        if not os.path.isdir(self.base):
+            return f"nothing to prune: {self.base} does not exist"
+        try:
+            guard = _try_flock(self.lock_path("prune"))
+        except CacheWriteError as err:
+            return f"cannot prune {self.base}: {err}"
+        if guard is None:
+            return "another process is pruning this cache right now"
+        try:
+            entries = self.scan()
+            total = sum(e.size for e in entries)
+            victims = eviction.plan(entries, self.max_size, eviction.live_holds(self.base), target=target, tidy=tidy)
+            removed = [
+                e for e in victims if eviction.remove(e, os.path.join(self.base, "locks"), self.base, EXT_SUFFIX)
+            ]
+        finally:
+            os.close(guard)
+        freed = sum(e.size for e in removed)
+        with self._lock:
+            for e in removed:
+                if e.kind == "module":
+                    self.memory.pop(e.name, None)  # still loaded where bound; only not found by name again
+        skipped = len(victims) - len(removed)
+        line = (
+            f"pruned {self.base}: removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} "
+            f"({eviction.size_text(freed)}); {eviction.size_text(total - freed)} left, "
+            f"limit {eviction.size_text(self.max_size)}"
+        )
+        if skipped:
+            line += f"; {skipped} in use by a live process or a build, kept"
+        return line
+
+    def evict_if_over(self) -> None:
+        """After a build: if the cache is over its limit, bring it to 90 % of it, least recently used first."""
+        if self.max_size is None:
+            return
+        entries = self.scan()
+        total = sum(e.size for e in entries)
+        if total <= self.max_size:
+            return
+        message = self.prune(tidy=False, target=int(self.max_size * eviction.LOW_WATER))
+        self.notes.append(f"the cache was over its size limit ({eviction.size_text(total)}); {message}")
+
     def entries(self) -> list[tuple[str, int]]:
         if not os.path.isdir(self.lib):
             return []
@@ -407,7 +554,7 @@ class Cache:
         )
 
     def info(self, listed: int = 12) -> str:
-        """Directory, entries with sizes, prelude status: what ``%ppy_cache info`` prints."""
+        """What ``%ppy_cache info`` prints: directory, entries, prelude, size limit, what a prune would take."""
         entries = self.entries()
         total = sum(size for _, size in entries)
         runtimes = [n for n, _ in entries if n.startswith("ppy_runtime_")]
@@ -432,11 +579,39 @@ class Cache:
             size = sum(_mtime_size(f)[1] for d in others for f in glob.glob(os.path.join(d, "*")))
             lines.append(
                 f"  and {len(others)} older prelude(s), {_size(size)}, from other toolchains or op "
-                "tables (`%ppy_cache clear` removes them)"
+                "tables (`%ppy_cache prune` removes them)"
             )
         lines.append(f"runtime for this toolchain: {'built' if self.has(runtime_name()) else 'not built yet'}")
         lines.append(f"loaded in this process: {len(self.memory)}")
+        lines += self._limit_lines()
         return "\n".join(lines)
+
+    def _limit_lines(self, listed: int = 5) -> list[str]:
+        everything = self.scan()
+        used = sum(e.size for e in everything)
+        held = eviction.live_holds(self.base)
+        lines = [
+            f"size limit: {eviction.size_text(self.max_size)} (PPY_CACHE_MAX_SIZE, %config PpyMagics.cache_max_size);"
+            f" on disk: {eviction.size_text(used)}"
+        ]
+        now = eviction.plan(everything, self.max_size, held, tidy=True)
+        if now:
+            lines.append(
+                f"prune would remove {len(now)} entr{'y' if len(now) == 1 else 'ies'} "
+                f"({eviction.size_text(sum(e.size for e in now))}) now (`%ppy_cache prune`, `ppy cache prune`):"
+            )
+            lines += [f"  {e.describe()}" for e in now[:listed]]
+            if len(now) > listed:
+                lines.append(f"  ... and {len(now) - listed} more")
+        else:
+            lines.append("prune would remove nothing now (under the limit, no leftovers)")
+        nxt = [e for e in eviction.plan(everything, None, held, target=0) if e not in now]
+        if nxt:
+            lines.append(f"next to go when over the limit: {nxt[0].describe()}")
+        in_use = len({h for h in held if h.startswith(("module ", "prelude "))})
+        if in_use:
+            lines.append(f"held by live processes (never evicted): {in_use} module(s) and prelude(s)")
+        return lines
 
     def has(self, name: str) -> bool:
         return os.path.exists(self.so_path(name))
@@ -444,7 +619,7 @@ class Cache:
     def clear(self) -> str:
         """Remove built modules and the prelude from disk; loaded ones stay loaded, so bound regions keep working.
 
-        ``locks/`` stays: another kernel may hold one of its locks right now.
+        ``locks/`` and ``live/`` stay: another kernel may hold one of their locks right now.
         """
         n = len(self.entries())
         for sub in ("lib", "build", "prelude"):
@@ -452,6 +627,60 @@ class Cache:
         with self._lock:
             self.memory.clear()
         return f"removed {n} built module(s) and the precompiled prelude from {self.base}"
+
+
+def verify_manifest(name: str, path: str) -> str | None:
+    """Why the library at `path` is not the module `name` published (None if it is): checked before loading."""
+    try:
+        with open(path + ".json", encoding="utf-8") as fh:
+            meta = json.load(fh)
+        if not isinstance(meta, dict):
+            raise ValueError("not an object")
+    except FileNotFoundError:
+        return "it has no manifest"
+    except (OSError, ValueError) as exc:
+        return f"its manifest is unreadable ({exc})"
+    if meta.get("name") != name:
+        return f"its manifest names another module ({meta.get('name')!r})"
+    try:
+        size = os.path.getsize(path)
+        if meta.get("size") != size:
+            return f"its size ({size} bytes) is not the {meta.get('size')} recorded when it was built"
+        with open(path, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+    except OSError as exc:
+        return f"it cannot be read ({safety.cause_of(exc)})"
+    if digest != meta.get("sha256"):
+        return "its checksum does not match the one recorded when it was built"
+    return None
+
+
+_PRIVATE_PREFIX = "ppy-private-cache-"
+
+
+def make_private_dir() -> str:
+    """A new private cache directory (mode 0700), removed when this process exits.
+
+    Private directories of sessions that were killed (no atexit) are removed
+    first: one nobody holds a record in, older than a minute.
+    """
+    tmp = tempfile.gettempdir()
+    for old in glob.glob(os.path.join(tmp, _PRIVATE_PREFIX + "*")):
+        try:
+            st = os.stat(old)
+        except OSError:
+            continue
+        if st.st_uid == os.geteuid() and time.time() - st.st_mtime > 60 and not eviction.anyone_alive(old):
+            shutil.rmtree(old, ignore_errors=True)
+    private = tempfile.mkdtemp(prefix=_PRIVATE_PREFIX)
+    try:
+        for s in _SUBDIRS:
+            os.makedirs(os.path.join(private, s), mode=0o700)
+    except OSError:
+        shutil.rmtree(private, ignore_errors=True)
+        raise
+    atexit.register(shutil.rmtree, private, True)
+    return private
 
 
 def _size(n: int) -> str:
@@ -504,20 +733,63 @@ def import_extension(name: str, path: str) -> types.ModuleType:
 
 @contextlib.contextmanager
 def _flock(path: str, on_wait: Callable[[], None] | None = None):
-    """An exclusive lock on `path`; the kernel releases it if this process dies, so it never goes stale."""
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    """An exclusive lock on `path`; the kernel releases it if this process dies, so it never goes stale.
+
+    A lock file may be removed by eviction (while it holds it): after the lock
+    is granted, it is checked to still be the file at `path`, else taken again.
+    """
+    directory = os.path.dirname(path)
     try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise CacheWriteError(exc, "creating the lock directory", directory) from None
+    while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if on_wait:
-                on_wait()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise CacheWriteError(exc, "creating a lock file", directory) from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if on_wait:
+                    on_wait()
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if _same_file(fd, path):
+                break
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    try:
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def _try_flock(path: str) -> int | None:
+    """`path` locked exclusively without waiting: its fd (close it to unlock), or None if someone holds it."""
+    directory = os.path.dirname(path)
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise CacheWriteError(exc, "creating a lock file", directory) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _same_file(fd: int, path: str) -> bool:
+    try:
+        a, b = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 # ---- the runtime --------------------------------------------------------------------

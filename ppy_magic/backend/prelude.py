@@ -27,16 +27,20 @@ build it, under its lock.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import hashlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
+
+from .safety import starved_build
 
 HEADER = "ppy_prelude.h"
 PCH = HEADER + ".gch"
@@ -193,9 +197,13 @@ class Prelude:
         except OSError:
             pass
         tmp = f"{self.header}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, self.header)
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, self.header)
+        except OSError:
+            _remove(tmp)
+            raise
 
     def status(self) -> PreludeStatus:
         verdict = _read_json(self._verdict)
@@ -234,22 +242,32 @@ class Prelude:
         seconds = time.perf_counter() - t0
         if done.returncode != 0 or not os.path.exists(tmp):
             _remove(tmp)
+            log = done.stdout + (f"\n{signal_name(-done.returncode)}" if done.returncode < 0 else "")
+            starved = starved_build(log, os.path.dirname(self.directory))
+            if starved:  # a full disk or a limit: not a verdict on the prelude; tried again next time
+                self.mark_unusable("failed", starved, permanent=False)
+                raise PreludeError(f"no precompiled prelude: {starved}", log)
             first = next((ln for ln in done.stdout.splitlines() if "error" in ln), done.stdout.strip()[:300])
             self.mark_unusable("failed", f"the prelude did not compile: {first}", permanent=True)
             raise PreludeError(f"the precompiled prelude did not compile: {first}", done.stdout)
         size = os.path.getsize(tmp)
-        with open(self._meta + ".tmp", "w", encoding="utf-8") as fh:
-            json.dump(
-                {
-                    "size": size,
-                    "seconds": round(seconds, 2),
-                    "built": time.time(),
-                    "command": command[:-1] + [self.pch],
-                },
-                fh,
-            )
-        os.replace(self._meta + ".tmp", self._meta)
-        os.replace(tmp, self.pch)
+        try:
+            with open(self._meta + ".tmp", "w", encoding="utf-8") as fh:
+                json.dump(
+                    {
+                        "size": size,
+                        "seconds": round(seconds, 2),
+                        "built": time.time(),
+                        "command": command[:-1] + [self.pch],
+                    },
+                    fh,
+                )
+            os.replace(self._meta + ".tmp", self._meta)
+            os.replace(tmp, self.pch)
+        except OSError:
+            _remove(tmp)
+            _remove(self._meta + ".tmp")
+            raise
         _remove(self._verdict)
         return seconds
 
@@ -258,9 +276,12 @@ class Prelude:
         _remove(self.pch)
         _remove(self._meta)
         if permanent:
-            os.makedirs(self.directory, mode=0o700, exist_ok=True)
-            with open(self._verdict, "w", encoding="utf-8") as fh:
-                json.dump({"state": state, "reason": reason, "when": time.time()}, fh)
+            try:
+                os.makedirs(self.directory, mode=0o700, exist_ok=True)
+                with open(self._verdict, "w", encoding="utf-8") as fh:
+                    json.dump({"state": state, "reason": reason, "when": time.time()}, fh)
+            except OSError:  # a verdict that cannot be written is taken again next time
+                _remove(self._verdict)
 
     def forget_verdict(self) -> None:
         _remove(self._verdict)
@@ -288,6 +309,14 @@ def rejection(log: str) -> tuple[str, bool] | None:
     return None
 
 
+def signal_name(number: int) -> str:
+    """What the shell prints for a process killed by signal `number` ("File size limit exceeded", ...)."""
+    try:
+        return signal.strsignal(number) or f"signal {number}"
+    except ValueError:
+        return f"signal {number}"
+
+
 def _read_json(path: str) -> dict | None:
     try:
         with open(path, encoding="utf-8") as fh:
@@ -298,7 +327,5 @@ def _read_json(path: str) -> dict | None:
 
 
 def _remove(path: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.remove(path)
-    except OSError:
-        pass
