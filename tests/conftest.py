@@ -35,6 +35,22 @@ def ip():
     return shell
 
 
+def python_wrapper(directory, name: str = "python") -> str:
+    """`directory/name`: a script that runs this interpreter, for a PATH with no compiler on it.
+
+    Not a symlink to ``sys.executable``: a virtualenv's python linked from another
+    directory starts without the virtualenv (no torch, no ppy_magic).
+    """
+    import shlex
+    import sys
+
+    path = os.path.join(str(directory), name)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    os.chmod(path, 0o755)
+    return path
+
+
 def compile_cell(source: str, namespace: dict | None = None, filename: str = "<ppy-test>", **kw):
     """Compile and run `source` like a %%ppy cell; return (namespace, report)."""
     import linecache

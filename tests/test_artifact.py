@@ -20,6 +20,7 @@ import warnings
 
 import pytest
 import torch
+from conftest import python_wrapper
 
 from ppy_magic import artifact, backend, cli, explain
 
@@ -139,11 +140,23 @@ def artifact_copy(built, tmp_path) -> str:
 def no_compiler_bin(tmp_path_factory) -> str:
     """A PATH with python and torchrun and nothing else: no c++, gcc, g++ or ninja."""
     bin_dir = tmp_path_factory.mktemp("bin")
-    os.symlink(sys.executable, bin_dir / "python")
+    python_wrapper(bin_dir)  # a script, not a symlink: a symlinked venv python loses the venv
     torchrun = bin_dir / "torchrun"
     torchrun.write_text(f"#!{sys.executable}\nimport sys\nfrom torch.distributed.run import main\nsys.exit(main())\n")
     torchrun.chmod(0o755)
     return str(bin_dir)
+
+
+def test_the_python_on_the_no_compiler_path_is_this_interpreter(no_compiler_bin, tmp_path):
+    """In a virtualenv too: the workers must run with this venv's torch and ppy_magic, not the base Python's."""
+    done = subprocess.run(
+        ["python", "-c", "import sys; print(sys.prefix)"],
+        env=no_compiler_env(no_compiler_bin, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == sys.prefix, done.stdout + done.stderr
 
 
 def no_compiler_env(bin_dir: str, tmp_path) -> dict[str, str]:
