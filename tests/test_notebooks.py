@@ -90,6 +90,7 @@ MUST_SHOW = {
         "rank 0 of 2: regions True",
         "rank 1 of 2: regions True",
         "C++ compiler on PATH: none",
+        "the python on that PATH is this kernel's interpreter: True",
         "PpyArtifactWarning",
         "built for torch 2.12.0+cpu",
         "region: True | equal to eager: True",
