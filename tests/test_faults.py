@@ -663,3 +663,27 @@ def test_the_private_cache_is_removed_at_exit_and_after_a_kill(tmp_path):
     fresh = backend.cache.make_private_dir()  # ... the next one made removes it
     shutil.rmtree(fresh)
     assert not os.path.exists(private)
+
+
+def test_the_magics_show_the_limit_and_prune_by_hand(ip, tmp_path):
+    from IPython.utils.capture import capture_output
+    from traitlets import TraitError
+
+    now = time.time()
+    _fake_cache(tmp_path / "c", {"ppy_cell_a": (2_000_000, now - 100), "ppy_cell_b": (2_000_000, now)}, {})
+    options = ip.magics_manager.registry["PpyMagics"]
+    before = (options.cache_dir, options.cache_max_size)
+    try:
+        ip.run_line_magic("config", f"PpyMagics.cache_dir = {str(tmp_path / 'c')!r}")
+        ip.run_line_magic("config", "PpyMagics.cache_max_size = '3M'")
+        with capture_output() as info:
+            ip.run_line_magic("ppy_cache", "info")
+        assert "size limit: 3.0 MB" in info.stdout and "prune would remove 1 entry" in info.stdout
+        with capture_output() as pruned:
+            ip.run_line_magic("ppy_cache", "prune")
+        assert "removed 1 entry (2.0 MB)" in pruned.stdout and "limit 3.0 MB" in pruned.stdout
+        assert not os.path.exists(tmp_path / "c" / "lib" / f"ppy_cell_a{SUFFIX}")
+        with pytest.raises(TraitError, match="cannot read 'lots' as a size"):
+            options.cache_max_size = "lots"
+    finally:
+        options.cache_dir, options.cache_max_size = before

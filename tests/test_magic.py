@@ -377,4 +377,4 @@ def test_unload_and_reload_keep_bound_regions_working(ip, levels):
 def test_ppy_cache_rejects_an_unknown_action(ip):
     result, shown = run(ip, "%ppy_cache wipe")
     assert isinstance(result.error_in_exec, UsageError)
-    assert "%ppy_cache: unknown action 'wipe'; use 'info' or 'clear'" in shown
+    assert "%ppy_cache: unknown action 'wipe'; use 'info', 'prune' or 'clear'" in shown

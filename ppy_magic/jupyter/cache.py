@@ -25,18 +25,25 @@ class CacheMagics(Magics):
 
     @line_magic
     def ppy_cache(self, line: str) -> None:
-        """%ppy_cache [info|clear]: show or empty the cache of built regions.
+        """%ppy_cache [info|prune|clear]: show, trim or empty the cache of built regions.
 
-        ``clear`` removes built modules from disk and memory; regions already
-        bound keep working (their code stays loaded in this kernel).
+        ``info`` (the default) shows the directory, what it holds, its size
+        limit (``%config PpyMagics.cache_max_size``) and what a prune would
+        remove. ``prune`` removes leftovers of killed builds, preludes of other
+        toolchains and the least recently used modules until the cache is under
+        its limit; what a live kernel has loaded or is building stays.
+        ``clear`` removes every built module from disk and memory. Regions
+        already bound keep working either way (their code stays loaded).
         """
         action = line.strip() or "info"
         if action == "info":
             display.text(self.options.cache.info())
+        elif action == "prune":
+            display.text(self.options.cache.prune())
         elif action == "clear":
             display.text(self.options.cache.clear())
         else:
-            raise UsageError(f"%ppy_cache: unknown action {action!r}; use 'info' or 'clear'")
+            raise UsageError(f"%ppy_cache: unknown action {action!r}; use 'info', 'prune' or 'clear'")
 
     @magic_arguments()
     @argument("name", metavar="NAME", help="The module name the artifact is imported as.")

@@ -22,6 +22,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from traitlets import Bool, Int, TraitError, Unicode, observe, validate
 
 from .. import backend, decorator, pipeline, region
+from ..backend import eviction
 from ..errors import BuildError, CompileError
 from . import display
 from .status import BuildStatus
@@ -59,6 +60,12 @@ class PpyMagics(Magics):
         help="Where built extensions are cached (default: $PPY_CACHE_DIR, else "
         "$XDG_CACHE_HOME/ppy_magic or ~/.cache/ppy_magic).",
     ).tag(config=True)
+    cache_max_size = Unicode(
+        "",
+        help="The size limit of the build cache, e.g. 5G or 500M, or 'unlimited' (default: $PPY_CACHE_MAX_SIZE, "
+        "else 5G). Over it, a build evicts least recently used entries, never what a live kernel loaded; "
+        "%ppy_cache info shows what would go, %ppy_cache prune removes it now.",
+    ).tag(config=True)
     show_build_status = Bool(True, help="Show a live 'building ...' line while a cell builds.").tag(config=True)
     default_level = Int(
         decorator.DEFAULT_LEVEL,
@@ -87,12 +94,25 @@ class PpyMagics(Magics):
             raise TraitError(f"PpyMagics.default_level must be 0 (never compile) to {decorator.MAX_LEVEL}, got {value}")
         return value
 
+    @validate("cache_max_size")
+    def _check_cache_max_size(self, proposal: dict) -> str:
+        try:
+            eviction.parse_size(proposal["value"])
+        except ValueError as exc:
+            raise TraitError(f"PpyMagics.cache_max_size: {exc}") from None
+        return proposal["value"]
+
     @property
     def cache(self) -> backend.Cache:
-        """The build cache at ``cache_dir`` (re-opened when the option changes); every family uses this one."""
+        """The build cache at ``cache_dir`` (re-opened when the option changes); every family uses this one.
+
+        Its size limit is ``cache_max_size``, else ``$PPY_CACHE_MAX_SIZE``, else the default.
+        """
         root = self.cache_dir or backend.default_cache_dir()
         if self._cache is None or self._cache.root != os.path.abspath(root):
             self._cache = backend.shared_cache(root)
+        limit = self.cache_max_size.strip()
+        self._cache.max_size = eviction.parse_size(limit) if limit else eviction.max_size_from_env()
         return self._cache
 
     @magic_arguments("%ppy")  # shown as `%%ppy` in the usage line
