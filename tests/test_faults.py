@@ -32,7 +32,7 @@ import torch
 from conftest import compile_cell
 
 from ppy_magic import backend, cli
-from ppy_magic.backend import eviction, safety
+from ppy_magic.backend import disk, eviction, safety
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _RUN = f"{os.getpid() % 10_000}"  # keeps cells of this run apart from those of a kept cache
@@ -445,7 +445,7 @@ def test_a_planted_library_is_refused_before_it_is_loaded(warm, tmp_path):
             os.remove(path + ".json")
         else:
             write_json(path + ".json", manifest)
-        assert backend.cache.verify_manifest(name, path).startswith(why)
+        assert disk.verify_manifest(name, path).startswith(why)
         assert not marker.exists()
     # A new kernel (empty memory) meets the planted library: refused, rebuilt, and never run.
     shutil.copy(planted, path)
@@ -454,7 +454,7 @@ def test_a_planted_library_is_refused_before_it_is_loaded(warm, tmp_path):
     assert again.build_source == "build" and getattr(ns["f"], "__ppy_region__", False)
     assert any("was not loaded (its manifest names another module" in n for n in again.notes), again.notes
     assert not marker.exists(), "the planted library's static initialisers ran"
-    assert backend.cache.verify_manifest(name, path) is None  # the rebuilt one is in place
+    assert disk.verify_manifest(name, path) is None  # the rebuilt one is in place
 
 
 # ---- killed builds and concurrent ones -------------------------------------------------------------------
@@ -593,7 +593,7 @@ def test_eviction_never_removes_what_a_live_process_loaded_or_is_building(tmp_pa
     try:
         assert holder.stdout.readline().strip() == "ready"
         cache.max_size = 1000
-        with backend.cache._flock(cache.lock_path("ppy_cell_building")):  # a build in progress
+        with disk.flock(cache.lock_path("ppy_cell_building")):  # a build in progress
             message = cache.prune()
         assert "removed 0 entries" in message and "1 in use by a live process or a build, kept" in message
         assert sorted(os.listdir(tmp_path / "c" / "lib")) == sorted(
@@ -660,7 +660,7 @@ def test_the_private_cache_is_removed_at_exit_and_after_a_kill(tmp_path):
     killed.wait()
     assert os.path.isdir(private)  # no atexit after SIGKILL ...
     os.utime(private, (time.time() - 120, time.time() - 120))
-    fresh = backend.cache.make_private_dir()  # ... the next one made removes it
+    fresh = disk.make_private_dir()  # ... the next one made removes it
     shutil.rmtree(fresh)
     assert not os.path.exists(private)
 

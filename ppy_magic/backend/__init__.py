@@ -4,7 +4,9 @@
 (text + line map + one ``RegionSpec`` per region); ``cache`` names it by a
 sha256 of everything that affects the binary and returns the module from
 memory, from disk, or from a build; ``toolchain`` says what is installed;
-``diagnostics`` maps compiler errors back to Python lines; ``runtime/`` is the
+``diagnostics`` maps compiler errors back to Python lines; ``safety``,
+``disk`` and ``eviction`` keep the cache directory trustworthy, its files
+consistent and its size bounded; ``runtime/`` is the
 C++ ``RegionFunction`` type, built once per toolchain. The names below are the
 interface the rest of the package (the pipeline, artifacts, the magics) uses.
 """

@@ -10,6 +10,11 @@ our own ``flock``, copied to a temporary name and renamed into place.
 A cell's C++ starts with the prelude (``prelude.py``), whose precompiled form
 is built here once per toolchain, before the first cell that needs it; on a
 cold machine that happens while the runtime builds on the other core.
+
+Faults end in a working cell: an unsafe directory (``safety``) or a failed
+write sends the session to a private directory (``disk``), a module is
+checked against its manifest before it is loaded, and the cache is kept
+under its size limit (``eviction``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import contextlib
-import fcntl
 import glob
 import hashlib
 import importlib.util
@@ -34,6 +38,8 @@ from dataclasses import dataclass, field
 from ..errors import BuildError, CacheError
 from . import eviction, prelude, safety
 from .diagnostics import first_error
+from .disk import SUBDIRS, make_private_dir, try_flock, verify_manifest
+from .disk import flock as _flock
 from .safety import CacheWriteError
 from .toolchain import (
     CELL_CFLAGS,
@@ -58,9 +64,6 @@ def default_cache_dir() -> str:
         return os.path.abspath(os.path.expanduser(env))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "ppy_magic")
-
-
-_SUBDIRS = ("lib", "build", "locks", "prelude", "live")
 
 
 def module_name(prefix: str, text: str) -> str:
@@ -174,11 +177,11 @@ class Cache:
                 return self._private
             failed = None
             try:
-                for d in (self.root, *(os.path.join(self.root, s) for s in _SUBDIRS)):
+                for d in (self.root, *(os.path.join(self.root, s) for s in SUBDIRS)):
                     os.makedirs(d, mode=0o700, exist_ok=True)
             except OSError as exc:
                 failed = CacheWriteError(exc, "creating the cache directory", exc.filename or self.root)
-            unsafe = safety.unsafe_directory(self.root, inside=_SUBDIRS) if os.path.isdir(self.root) else None
+            unsafe = safety.unsafe_directory(self.root, inside=SUBDIRS) if os.path.isdir(self.root) else None
             if unsafe is not None:
                 self._use_private(
                     f"not loading compiled code from the cache directory: {unsafe.reason}",
@@ -506,7 +509,7 @@ class Cache:
         if not os.path.isdir(self.base):
             return f"nothing to prune: {self.base} does not exist"
         try:
-            guard = _try_flock(self.lock_path("prune"))
+            guard = try_flock(self.lock_path("prune"))
         except CacheWriteError as err:
             return f"cannot prune {self.base}: {err}"
         if guard is None:
@@ -629,60 +632,6 @@ class Cache:
         return f"removed {n} built module(s) and the precompiled prelude from {self.base}"
 
 
-def verify_manifest(name: str, path: str) -> str | None:
-    """Why the library at `path` is not the module `name` published (None if it is): checked before loading."""
-    try:
-        with open(path + ".json", encoding="utf-8") as fh:
-            meta = json.load(fh)
-        if not isinstance(meta, dict):
-            raise ValueError("not an object")
-    except FileNotFoundError:
-        return "it has no manifest"
-    except (OSError, ValueError) as exc:
-        return f"its manifest is unreadable ({exc})"
-    if meta.get("name") != name:
-        return f"its manifest names another module ({meta.get('name')!r})"
-    try:
-        size = os.path.getsize(path)
-        if meta.get("size") != size:
-            return f"its size ({size} bytes) is not the {meta.get('size')} recorded when it was built"
-        with open(path, "rb") as fh:
-            digest = hashlib.sha256(fh.read()).hexdigest()
-    except OSError as exc:
-        return f"it cannot be read ({safety.cause_of(exc)})"
-    if digest != meta.get("sha256"):
-        return "its checksum does not match the one recorded when it was built"
-    return None
-
-
-_PRIVATE_PREFIX = "ppy-private-cache-"
-
-
-def make_private_dir() -> str:
-    """A new private cache directory (mode 0700), removed when this process exits.
-
-    Private directories of sessions that were killed (no atexit) are removed
-    first: one nobody holds a record in, older than a minute.
-    """
-    tmp = tempfile.gettempdir()
-    for old in glob.glob(os.path.join(tmp, _PRIVATE_PREFIX + "*")):
-        try:
-            st = os.stat(old)
-        except OSError:
-            continue
-        if st.st_uid == os.geteuid() and time.time() - st.st_mtime > 60 and not eviction.anyone_alive(old):
-            shutil.rmtree(old, ignore_errors=True)
-    private = tempfile.mkdtemp(prefix=_PRIVATE_PREFIX)
-    try:
-        for s in _SUBDIRS:
-            os.makedirs(os.path.join(private, s), mode=0o700)
-    except OSError:
-        shutil.rmtree(private, ignore_errors=True)
-        raise
-    atexit.register(shutil.rmtree, private, True)
-    return private
-
-
 def _size(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} KB"
 
@@ -729,67 +678,6 @@ def import_extension(name: str, path: str) -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@contextlib.contextmanager
-def _flock(path: str, on_wait: Callable[[], None] | None = None):
-    """An exclusive lock on `path`; the kernel releases it if this process dies, so it never goes stale.
-
-    A lock file may be removed by eviction (while it holds it): after the lock
-    is granted, it is checked to still be the file at `path`, else taken again.
-    """
-    directory = os.path.dirname(path)
-    try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-    except OSError as exc:
-        raise CacheWriteError(exc, "creating the lock directory", directory) from None
-    while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise CacheWriteError(exc, "creating a lock file", directory) from None
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if on_wait:
-                    on_wait()
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            if _same_file(fd, path):
-                break
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
-    try:
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-
-def _try_flock(path: str) -> int | None:
-    """`path` locked exclusively without waiting: its fd (close it to unlock), or None if someone holds it."""
-    directory = os.path.dirname(path)
-    try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise CacheWriteError(exc, "creating a lock file", directory) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _same_file(fd: int, path: str) -> bool:
-    try:
-        a, b = os.fstat(fd), os.stat(path)
-    except OSError:
-        return False
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 # ---- the runtime --------------------------------------------------------------------
