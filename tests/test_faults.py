@@ -40,20 +40,20 @@ SUFFIX = backend.EXT_SUFFIX
 
 
 def cell(tag: int) -> str:
-    """A one-region cell; `tag` makes it a module of its own."""
+    """A one-region cell; `tag` makes it a module of its own (`-`: never one of test_build's cells)."""
     return textwrap.dedent(f"""
         import torch
         import ppy
 
         @ppy.opt(3)
         def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-            z = x * y + {tag}.{_RUN}
+            z = x * y - {tag}.{_RUN}
             return torch.tanh(torch.relu(z))
     """)
 
 
 def expected(tag: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return torch.tanh(torch.relu(x * y + float(f"{tag}.{_RUN}")))
+    return torch.tanh(torch.relu(x * y - float(f"{tag}.{_RUN}")))
 
 
 # A child: compiles and runs one cell in the cache of PPY_CACHE_DIR, prints what the user saw as JSON.
@@ -310,7 +310,7 @@ def test_when_no_directory_can_be_written_the_function_stays_python(tmp_path, mo
         ns, report = compile_cell(open({str(source)!r}).read())
         x, y = torch.randn(3, 4), torch.randn(3, 4)
         print(json.dumps({{"python": report.python, "region": getattr(ns["f"], "__ppy_region__", False),
-                          "equal": torch.equal(ns["f"](x, y), torch.tanh(torch.relu(x * y + {6}.{_RUN})))}}))
+                          "equal": torch.equal(ns["f"](x, y), torch.tanh(torch.relu(x * y - {6}.{_RUN})))}}))
     """)
     env = child_env(PPY_CACHE_DIR=str(locked / "cache"), PPY_TEST_KEEP_CACHE="1")
     done = subprocess.run(

@@ -738,7 +738,19 @@ def warmup(cache: Cache, *, force: bool = False) -> WarmupReport:
             f"cannot build: {status}", cache.prelude().status().describe(), time.perf_counter() - t0, False
         )
     ninja_on_path(status.ninja)
-    cache.ensure_dirs()
+    # Warming up is for later sessions: a cache this process cannot write gets nothing built.
+    try:
+        if cache.ensure_dirs() == cache.root:
+            probe = try_flock(cache.lock_path("warmup"))
+            if probe is not None:
+                os.close(probe)
+    except (BuildError, CacheWriteError) as err:
+        advice = f"; {err.advice}" if isinstance(err, CacheWriteError) else ""
+        return WarmupReport(f"not built: {err}{advice}", "not built", time.perf_counter() - t0, False)
+    if cache.base != cache.root:
+        notes = tuple(cache.notes)
+        cache.notes.clear()
+        return WarmupReport("not built", "not built", time.perf_counter() - t0, False, notes)
     with concurrent.futures.ThreadPoolExecutor(max_workers=build_jobs()) as pool:
         runtime = pool.submit(cache.load, runtime_name(), runtime_source(), force=force)
         pre = pool.submit(cache.ready_prelude, force=force)
@@ -750,10 +762,14 @@ def warmup(cache: Cache, *, force: bool = False) -> WarmupReport:
             ok = True
         except BuildError as err:
             runtime_text, ok = f"build failed: {err}", False
-        state = pre.result().status()
+        try:
+            state = pre.result().status().describe()
+            ok = ok and pre.result().status().usable
+        except CacheWriteError as err:  # warming a cache this process cannot write builds nothing lasting
+            state, ok = f"not built: {err}; {err.advice}", False
     notes = tuple(cache.notes)
     cache.notes.clear()
-    return WarmupReport(runtime_text, state.describe(), time.perf_counter() - t0, ok and state.usable, notes)
+    return WarmupReport(runtime_text, state, time.perf_counter() - t0, ok, notes)
 
 
 def loaded_runtime() -> types.ModuleType | None:
