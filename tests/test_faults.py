@@ -208,12 +208,13 @@ def _mirror(cache_dir: str, target: str) -> str:
 
 def test_a_full_disk_while_publishing_keeps_the_region_and_leaves_no_partial_file(warm, tmp_path):
     lib = os.path.join(warm, "lib")
-    # lib/ becomes a 1 MB tmpfs holding the runtime and a filler that leaves 8 KB: the cell compiles
+    runtime = os.path.join(lib, backend.cache.runtime_name() + SUFFIX)
+    # lib/ becomes a 2 MB tmpfs holding the runtime and a filler that leaves 8 KB: the cell compiles
     # (build/ is untouched) but its .so cannot be copied into place.
     setup = f"""
         stage=$(mktemp -d)
-        mount -t tmpfs -o size=1m,mode=0700 tmpfs "$stage"
-        cp -p {lib}/ppy_runtime_* "$stage"/
+        mount -t tmpfs -o size=2m,mode=0700 tmpfs "$stage"
+        cp -p {runtime} {runtime}.json "$stage"/
         avail=$(df -B1 --output=avail "$stage" | tail -1)
         head -c $((avail - 8192)) /dev/zero > "$stage/filler" || true
         mount --bind "$stage" {lib}
