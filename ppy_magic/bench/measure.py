@@ -22,11 +22,14 @@ from typing import Any
 import torch
 
 from ..errors import PpyError
+from .compare import same_as_eager
 
 REGION = "PPy ATen region"
 EAGER = "PyTorch eager"
 COMPILE = "torch.compile"
 LABELS = (REGION, EAGER, COMPILE)
+# What a region's "matches eager" means: compare.same_as_eager found no difference.
+BITWISE = "bitwise equal (values, dtype, shape, strides, device, requires_grad)"
 
 Timer = Callable[[], float]
 # on_progress(rounds done, rounds in all, what is happening now)
@@ -412,9 +415,9 @@ def _check(step: _Step, fn: Callable, expected: Any, *, exact: bool) -> dict[str
 
 def _compare(got: Any, expected: Any, exact: bool) -> dict[str, Any]:
     if exact:
-        diff = _bitwise_difference(got, expected, "output")
+        diff = same_as_eager(got, expected, "output")
         if diff is None:
-            return {"matches_eager": True, "check": "bitwise equal (torch.equal, dtype, shape)"}
+            return {"matches_eager": True, "check": BITWISE}
         return {"matches_eager": False, "check": f"differs from eager: {diff}"}
     try:
         torch.testing.assert_close(got, expected)
@@ -436,37 +439,6 @@ def _compile_variant(
     except Exception as err:  # no C++ compiler, an unsupported construct, ...
         return {"skipped": f"torch.compile failed: {type(err).__name__}: {_first_line(err)}"}
     return {"fn": compiled, "first_call_s": first_call, **_compare(got, expected, exact=False)}
-
-
-def _bitwise_difference(got: Any, want: Any, where: str) -> str | None:
-    """None when `got` equals `want` bit for bit (NaNs in the same places), else what differs first."""
-    if isinstance(want, torch.Tensor):
-        if not isinstance(got, torch.Tensor):
-            return f"{where} is {type(got).__name__}, eager gives a Tensor"
-        for attr in ("dtype", "shape", "device", "requires_grad"):
-            if getattr(got, attr) != getattr(want, attr):
-                return f"{where} {attr} {getattr(got, attr)} vs eager's {getattr(want, attr)}"
-        same = torch.equal(got, want) or (
-            (want.is_floating_point() or want.is_complex())
-            and torch.equal(got.isnan(), want.isnan())
-            and torch.equal(got.nan_to_num(), want.nan_to_num())
-        )
-        return None if same else f"{where} values differ"
-    if isinstance(want, (tuple, list)):
-        if type(got) is not type(want) or len(got) != len(want):
-            return f"{where} is {type(got).__name__} of {_len(got)}, eager gives {type(want).__name__} of {len(want)}"
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            diff = _bitwise_difference(g, w, f"{where}[{i}]")
-            if diff:
-                return diff
-        return None
-    if type(got) is not type(want) or got != want:
-        return f"{where} is {got!r}, eager gives {want!r}"
-    return None
-
-
-def _len(x: Any) -> str:
-    return str(len(x)) if isinstance(x, (tuple, list)) else "-"
 
 
 def _first_line(err: BaseException) -> str:
