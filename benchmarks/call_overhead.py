@@ -7,7 +7,7 @@ the same measurement ``%ppy_bench`` uses), so their ratios are comparable even
 on a busy machine. Prints µs per call (best round) and the ratios against the
 targets: region/eager ≤ 0.75 and compile/region ≥ 5.
 
-    python benchmarks/call_overhead.py [-n CALLS] [-r ROUNDS] [--no-compile]
+    python -m benchmarks.call_overhead [-n CALLS] [-r ROUNDS] [--no-compile]
 
 Exits 1 only when the measurement is broken (a variant could not run or
 differs from eager), not when a target is missed: timings are for reading.
@@ -16,13 +16,12 @@ differs from eager), not when a target is missed: timings are for reading.
 from __future__ import annotations
 
 import argparse
-import linecache
 import sys
 
 import torch
 
-from ppy_magic import backend, pipeline
 from ppy_magic.bench import measure as bench
+from tests.support.cells import compile_cell
 
 SOURCE = """\
 import torch
@@ -40,13 +39,10 @@ COMPILE_OVER_REGION_AT_LEAST = 5.0
 
 def compile_layer():
     """The region, built the way a %%ppy cell builds it (cached under PPY_CACHE_DIR)."""
-    namespace = {"__name__": "__call_overhead__"}
-    linecache.cache[FILENAME] = (len(SOURCE), None, SOURCE.splitlines(True), FILENAME)
-    binder = pipeline.compile_source(SOURCE, namespace, FILENAME, cache=backend.shared_cache())
-    pipeline.run(compile(SOURCE, FILENAME, "exec"), namespace, binder)
+    namespace, report = compile_cell(SOURCE, {"__name__": "__call_overhead__"}, FILENAME)
     layer = namespace["layer"]
     if not getattr(layer, "__ppy_region__", False):
-        sys.exit(f"call_overhead: the layer did not compile:\n{binder.report.summary()}")
+        sys.exit(f"call_overhead: the layer did not compile:\n{report.summary()}")
     return layer
 
 

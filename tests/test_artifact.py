@@ -20,9 +20,9 @@ import warnings
 
 import pytest
 import torch
-from conftest import python_wrapper
 
 from ppy_magic import artifact, backend, cli, explain
+from tests.support.processes import python_wrapper
 
 TRAIN = textwrap.dedent("""\
     # A tiny model trained with DistributedDataParallel; its forward and its loss call regions.

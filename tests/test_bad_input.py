@@ -20,12 +20,12 @@ import re
 import numpy as np
 import pytest
 import torch
-from conftest import assert_same
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 import ppy_magic
 from ppy_magic import backend
+from tests.support.cells import assert_same
 
 
 def run(ip, text: str):

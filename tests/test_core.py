@@ -12,11 +12,11 @@ import threading
 
 import pytest
 import torch
-from conftest import assert_same, compile_cell, compile_error
 
 from ppy_magic import backend, explain
 from ppy_magic.errors import CompileError
 from ppy_magic.language import frontend, namespace
+from tests.support.cells import assert_same, compile_cell, compile_error
 
 CELL = '''
 import torch

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import assert_same, compile_cell, compile_error
+
+from tests.support.cells import assert_same, compile_cell, compile_error
 
 CELL = """
 import math
@@ -105,7 +106,8 @@ def builtin_names(input, min: float, max: float):
 
 @ppy.opt(3)
 def dtypes(x, y):
-    return x.float() + y.to(torch.float64), x.type_as(y), x.to(dtype=torch.int32), x.T, x.mT, torch.zeros(2, 3, dtype=x.dtype)
+    return (x.float() + y.to(torch.float64), x.type_as(y), x.to(dtype=torch.int32), x.T, x.mT,
+            torch.zeros(2, 3, dtype=x.dtype))
 
 @ppy.opt(3)
 def helper(x, w):
@@ -326,7 +328,7 @@ def test_what_stays_python_says_where_and_why(cell):
     assert "`while`" in reasons["while_loop"]
     assert "different kinds" in reasons["kinds_differ"] or "may be unbound" in reasons["kinds_differ"]
     lines = CELL.splitlines()
-    for name, reason in reasons.items():
+    for reason in reasons.values():
         assert reason.startswith("at "), reason
         line = int(reason[3:].split(":")[0])
         assert 0 < line <= len(lines)

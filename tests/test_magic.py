@@ -12,7 +12,6 @@ import warnings
 
 import pytest
 import torch
-from conftest import assert_same
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
@@ -20,6 +19,7 @@ import ppy_magic
 from ppy_magic import pipeline
 from ppy_magic.language import frontend, namespace
 from ppy_magic.region import PpyFallbackWarning
+from tests.support.cells import assert_same
 
 OPTIONS = ("strict", "verbose", "cache_dir", "show_build_status", "default_level", "warn_fallback")
 
