@@ -1,6 +1,7 @@
 """Timing a function as an ATen region, as PyTorch eager and under torch.compile: measurement as data.
 
-``measure`` checks each variant's output against eager, then times the
+``measure`` checks each variant's output against eager (the region bit for bit
+with ``compare.same_as_eager``, torch.compile with ``assert_close``), then times the
 variants interleaved round by round in this one process, so that noise from
 other work on the machine falls on each of them alike. It returns a frozen
 ``BenchResult``; turning that into a DataFrame, text, HTML or a widget is the
