@@ -98,6 +98,7 @@ SAME = {
     "NaN with the same bits": (_nan_with_payload(3), _nan_with_payload(3)),
     "zero-element tensors": (torch.empty(0, 3), torch.empty(0, 3)),
     "zero-element tensors, other strides": (torch.empty(0, 3), torch.empty(3, 0).t()),
+    "zero elements, stride 0 (a gradient of an empty input)": (torch.empty(0), torch.empty(0).as_strided((0,), (0,))),
     "one element, other strides": (torch.ones(1, 1), torch.ones(1, 1).expand(1, 1).as_strided((1, 1), (5, 7))),
     "a non-contiguous view": (X.t(), X.clone().t()),
     "sparse": (X.to_sparse(), X.to_sparse()),

@@ -146,7 +146,7 @@ def _element_bytes(t: torch.Tensor) -> torch.Tensor:
     """One row of bytes per element, in row-major order: what the values are, bit for bit."""
     t = _dense(t)
     flat = t.reshape(-1)
-    if flat.numel() and flat.stride(0) != 1:  # one element with an odd stride: contiguous() keeps it
+    if flat.stride(0) != 1:  # one element or none, with an odd stride: contiguous() keeps it
         flat = flat.clone(memory_format=torch.contiguous_format)
     return flat.view(torch.uint8).reshape(t.numel(), t.element_size())
 
