@@ -22,12 +22,6 @@ import ppy_magic
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "ppy_magic"
 
-# Circles that are being removed on another branch as this test lands (issue 11). Each is an expected
-# failure: `test_known_cycle_is_gone` turns into a failure (strict xfail) as soon as its circle is gone,
-# and then its entry must be deleted here (report <-> widget went that way). Nothing may be added.
-KNOWN_CYCLES = (frozenset({"ppy_magic.language.calls", "ppy_magic.language.frontend"}),)
-
-
 # ---- reading the graph ----------------------------------------------------------------------------------
 
 
@@ -184,20 +178,8 @@ def _line_of(path: Path, text: str) -> int:
 
 
 def test_no_import_cycles(graph):
-    found = [c for c in cycles(graph) if frozenset(c[:-1]) not in KNOWN_CYCLES]
+    found = cycles(graph)
     assert not found, "import circles in the package:\n" + "\n".join(_named(c) for c in found)
-
-
-@pytest.mark.parametrize(
-    "known",
-    [
-        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="a known circle, being removed"))
-        for c in KNOWN_CYCLES
-    ],
-    ids=lambda c: " <-> ".join(sorted(m.rsplit(".", 1)[-1] for m in c)),
-)
-def test_known_cycle_is_gone(graph, known):
-    assert known not in {frozenset(c[:-1]) for c in cycles(graph)}
 
 
 def test_nothing_imports_the_package_init(graph):
