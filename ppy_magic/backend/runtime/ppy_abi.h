@@ -10,7 +10,7 @@
 
 namespace ppy {
 
-constexpr int kAbiVersion = 2;
+constexpr int kAbiVersion = 3;
 
 // One call argument, filled by the runtime from the Python argument according
 // to the parameter's kind letter (see region.py: ARG_KINDS).
@@ -32,6 +32,16 @@ enum class PyError : int {
 // Results in the order the return spec names them: tensors in `t`, floats in
 // `f`, ints and bools in `i`. `line` is the Python line that raised, if any;
 // `error` and `message` a Python exception the region raised by returning.
+// The runtime reuses one Out per thread (and call depth): the entry appends to
+// empty vectors and must not assume anything about their capacity.
+//
+// `reuse` is the one input field, set by the runtime before the entry runs
+// (only for regions built with temporaries to reuse): true when nothing can
+// observe a dead temporary being overwritten in place. Autograd is not
+// recording (grad mode off, or no tensor argument requires grad), no tensor
+// argument is a forward-AD dual tensor or carries dispatch keys beyond a dense
+// backend, autograd, conjugate/negative bits and autocast, and no functorch
+// transform, Python dispatch mode, tracer or autocast is active.
 struct Out {
   c10::SmallVector<at::Tensor, 4> t;
   c10::SmallVector<double, 2> f;
@@ -39,6 +49,7 @@ struct Out {
   int line = 0;
   PyError error = PyError::None;
   std::string message;
+  bool reuse = false;
 };
 
 using Entry = void (*)(const Arg* args, Out* out);

@@ -7,12 +7,19 @@
 // region was built for, argument kinds as compiled) -> ONE call into the
 // region's C++ entry with the GIL released -> results wrapped. When the guard
 // fails the Python function runs instead and the fallback is counted.
+// Argument and result handling allocate nothing on the heap once a thread has
+// made its first call (see Frame); only the Python result objects are new.
 #include <Python.h>
 #include <structmember.h>
 
 #include <ATen/PythonTorchFunctionTLS.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/Size.h>
+#include <torch/csrc/autograd/forward_grad.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <cstring>
 #include <memory>
@@ -54,6 +61,7 @@ struct RegionFunction {
   std::string* ret;      // return spec
   uint64_t device_mask;  // bit per c10::DeviceType the region was built for
   bool has_list;         // some parameter is a tensor list ('L')
+  bool reuse;            // level-3 code: establish Out::reuse on each call
   Py_ssize_t calls;
   Py_ssize_t fallbacks;
 };
@@ -67,31 +75,37 @@ struct OutCursor {
 
 PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur);
 
-PyObject* torch_size_type() {  // torch.Size (its C constructor is not exported)
-  static PyObject* type = nullptr;
-  if (!type) {
-    PyObject* torch = PyImport_ImportModule("torch");
-    if (torch) type = PyObject_GetAttrString(torch, "Size");
-    Py_XDECREF(torch);
+// Past one item of a return spec (a letter, "(...)" or "R<k>(...)").
+void skip_item(const char*& spec) {
+  const char c = *spec++;
+  if (c == 'R') ++spec;  // the result type's digit
+  if (c == '(' || c == 'R') {
+    if (c == 'R') ++spec;  // its '('
+    while (*spec && *spec != ')') skip_item(spec);
+    if (*spec == ')') ++spec;
   }
-  return type;
 }
 
-PyObject* build_items(RegionFunction* self, const char*& spec, OutCursor& cur) {
-  // spec points just after '('; reads items up to the matching ')'.
-  PyObject* items = PyList_New(0);
-  if (!items) return nullptr;
+// How many items follow `spec` up to the matching ')'.
+Py_ssize_t count_items(const char* spec) {
+  Py_ssize_t n = 0;
   while (*spec && *spec != ')') {
+    skip_item(spec);
+    ++n;
+  }
+  return n;
+}
+
+// Fills the n slots of `seq` (a tuple, or a structseq through `set`) from the items after '('.
+template <typename Set>
+bool fill_items(RegionFunction* self, const char*& spec, OutCursor& cur, Py_ssize_t n, Set set) {
+  for (Py_ssize_t k = 0; k < n; ++k) {
     PyObject* item = build_result(self, spec, cur);
-    if (!item || PyList_Append(items, item) < 0) {
-      Py_XDECREF(item);
-      Py_DECREF(items);
-      return nullptr;
-    }
-    Py_DECREF(item);
+    if (!item) return false;
+    set(k, item);  // steals
   }
   if (*spec == ')') ++spec;
-  return items;
+  return true;
 }
 
 PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur) {
@@ -118,41 +132,38 @@ PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur) 
       }
       return tup;
     }
-    case 'S': {  // a torch.Size: the count, then the sizes
+    case 'S': {  // a torch.Size (a tuple subclass): the count, then the sizes
       const int64_t n = cur.out.i[cur.i++];
-      PyObject* tup = PyTuple_New(n);
-      if (!tup) return nullptr;
+      PyObject* size = THPSizeType.tp_alloc(&THPSizeType, n);
+      if (!size) return nullptr;
       for (int64_t k = 0; k < n; ++k) {
         PyObject* v = PyLong_FromLongLong(cur.out.i[cur.i++]);
-        if (!v) { Py_DECREF(tup); return nullptr; }
-        PyTuple_SET_ITEM(tup, k, v);
+        if (!v) { Py_DECREF(size); return nullptr; }
+        PyTuple_SET_ITEM(size, k, v);
       }
-      PyObject* size = torch_size_type() ? PyObject_CallOneArg(torch_size_type(), tup) : nullptr;
-      Py_DECREF(tup);
       return size;
     }
     case '(': {
-      PyObject* items = build_items(self, spec, cur);
-      if (!items) return nullptr;
-      PyObject* tup = PyList_AsTuple(items);
-      Py_DECREF(items);
+      const Py_ssize_t n = count_items(spec);
+      PyObject* tup = PyTuple_New(n);
+      if (!tup) return nullptr;
+      if (!fill_items(self, spec, cur, n, [&](Py_ssize_t k, PyObject* v) { PyTuple_SET_ITEM(tup, k, v); })) {
+        Py_DECREF(tup);
+        return nullptr;
+      }
       return tup;
     }
     case 'R': {  // R<digit>( ... ): a torch.return_types structseq
       const int k = *spec++ - '0';
       if (*spec++ != '(') break;
-      PyObject* items = build_items(self, spec, cur);
-      if (!items) return nullptr;
       PyTypeObject* tp = (PyTypeObject*)PyTuple_GET_ITEM(self->result_types, k);
       PyObject* seq = PyStructSequence_New(tp);
-      if (seq) {
-        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(items); ++j) {
-          PyObject* v = PyList_GET_ITEM(items, j);
-          Py_INCREF(v);
-          PyStructSequence_SetItem(seq, j, v);
-        }
+      if (!seq) return nullptr;
+      const Py_ssize_t n = count_items(spec);
+      if (!fill_items(self, spec, cur, n, [&](Py_ssize_t j, PyObject* v) { PyStructSequence_SetItem(seq, j, v); })) {
+        Py_DECREF(seq);
+        return nullptr;
       }
-      Py_DECREF(items);
       return seq;
     }
     default:
@@ -161,6 +172,93 @@ PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur) 
   PyErr_Format(PyExc_SystemError, "ppy: bad return spec '%s'", self->ret->c_str());
   return nullptr;
 }
+
+// ---- per-thread call frames ------------------------------------------------------
+
+// The scratch one call needs: its argument array, the vectors of its tensor-list
+// arguments and its results. Kept per thread and reused, so they keep their
+// capacity and a warm call allocates nothing for them. A stack of frames,
+// because an op may call into Python (a Python kernel) and that may call a region.
+struct Frame {
+  std::vector<ppy::Arg> args;
+  std::vector<std::vector<at::Tensor>> lists;
+  ppy::Out out;
+};
+
+thread_local std::vector<std::unique_ptr<Frame>> t_frames;
+thread_local size_t t_depth = 0;
+
+class FrameLease {
+ public:
+  explicit FrameLease(Py_ssize_t nparams, bool lists) {
+    if (t_depth == t_frames.size()) t_frames.push_back(std::make_unique<Frame>());
+    frame_ = t_frames[t_depth++].get();
+    frame_->args.assign(static_cast<size_t>(nparams), ppy::Arg{});
+    if (lists && frame_->lists.size() < static_cast<size_t>(nparams)) frame_->lists.resize(nparams);
+  }
+  ~FrameLease() {
+    // Drop this call's tensors now, as the call would have; keep the capacity.
+    for (auto& l : frame_->lists) l.clear();
+    ppy::Out& out = frame_->out;
+    out.t.clear();
+    out.f.clear();
+    out.i.clear();
+    out.message.clear();
+    out.line = 0;
+    out.error = ppy::PyError::None;
+    out.reuse = false;
+    --t_depth;
+  }
+  FrameLease(const FrameLease&) = delete;
+  FrameLease& operator=(const FrameLease&) = delete;
+  Frame* operator->() const { return frame_; }
+
+ private:
+  Frame* frame_;
+};
+
+// ---- level 3: may dead temporaries be overwritten in place? --------------------
+
+// Dispatch keys a tensor argument may carry for in-place reuse: a dense backend,
+// autograd (not recording, checked apart), conjugate/negative bits (materialised by
+// their fallbacks before any kernel writes) and the autocast keys every tensor carries
+// (autocast itself is checked on the thread). Anything else (Python, functorch
+// wrappers, functionalisation, quantized, ...) runs level 2's code.
+constexpr c10::DispatchKeySet kReuseTensorKeys =
+    c10::DispatchKeySet({c10::DispatchKey::Dense, c10::DispatchKey::ADInplaceOrView,
+                         c10::DispatchKey::AutogradFunctionality, c10::DispatchKey::Conjugate,
+                         c10::DispatchKey::Negative}) |
+    c10::autocast_dispatch_keyset;
+
+struct ReuseCheck {
+  bool requires_grad = false;
+  bool blocked = false;
+
+  void tensor(const at::Tensor& t) {
+    c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    if (c10::AutogradMetaInterface* meta = impl->autograd_meta()) {
+      if (meta->requires_grad()) requires_grad = true;
+      const auto* m = static_cast<const torch::autograd::AutogradMeta*>(meta);
+      if (m->fw_grad_ && !m->fw_grad_->empty()) blocked = true;  // a forward-AD dual tensor
+    }
+    const uint64_t keys = impl->key_set().raw_repr();
+    if (keys & ~(kReuseTensorKeys.raw_repr() | c10::backend_bitset_mask.raw_repr())) blocked = true;
+  }
+
+  // Once per call, after every tensor argument was seen.
+  bool ok() const {
+    if (blocked) return false;
+    if (requires_grad && c10::GradMode::is_enabled()) return false;  // autograd records this call
+    const c10::impl::LocalDispatchKeySet tls = c10::impl::tls_local_dispatch_key_set();
+    // Beyond the default (BackendSelect, ADInplaceOrView): functorch transforms, Python
+    // dispatch modes and the tracer include their keys here.
+    const uint64_t extra = (tls.included_ - c10::default_included_set).raw_repr() &
+                           ~c10::backend_bitset_mask.raw_repr();
+    if (extra) return false;
+    // Autocast is on for a device when its key is no longer excluded.
+    return tls.excluded_.isSupersetOf(c10::autocast_dispatch_keyset);
+  }
+};
 
 // ---- the call ---------------------------------------------------------------
 
@@ -245,10 +343,9 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   if (at::impl::torch_function_mode_enabled())
     return fall_back(self, "a TorchFunctionMode is active", args, nargsf, kwnames);
 
-  c10::SmallVector<ppy::Arg, 8> cargs(nparams);
-  // Only regions with tensor-list parameters pay for the vectors.
-  std::unique_ptr<std::vector<at::Tensor>[]> lists;
-  if (self->has_list) lists.reset(new std::vector<at::Tensor>[nparams]);
+  FrameLease frame(nparams, self->has_list);
+  ppy::Arg* cargs = frame->args.data();
+  ReuseCheck reuse;
   const char* reason = nullptr;
   int64_t work = 0;  // elements in all tensor arguments
   auto check_tensor = [&](PyObject* o) -> const at::Tensor* {
@@ -269,6 +366,7 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
       reason = "a tensor is on a device type the region was not built for";
       return nullptr;
     }
+    if (self->reuse) reuse.tensor(t);
     return &t;
   };
   for (Py_ssize_t p = 0; p < nparams && !reason; ++p) {
@@ -312,12 +410,13 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
         }
         PyObject* seq = o;
         const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-        lists[p].reserve(n);
+        std::vector<at::Tensor>& list = frame->lists[p];
+        list.reserve(n);
         for (Py_ssize_t j = 0; j < n && !reason; ++j) {
           const at::Tensor* t = check_tensor(PySequence_Fast_GET_ITEM(seq, j));
-          if (t) lists[p].push_back(*t);
+          if (t) list.push_back(*t);
         }
-        a.tl = &lists[p];
+        a.tl = &list;
         break;
       }
       default:
@@ -327,13 +426,14 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   if (reason) return fall_back(self, reason, args, nargsf, kwnames);
 
   self->calls++;
-  ppy::Out out;
+  ppy::Out& out = frame->out;
+  out.reuse = self->reuse && reuse.ok();
   bool failed = false;
   if (work < kReleaseGilElements) {
     // Small inputs: releasing and re-taking the GIL would cost more than the
     // ops themselves (measured: ~0.2 us of a 2.6 us call).
     try {
-      self->entry(cargs.data(), &out);
+      self->entry(cargs, &out);
     } catch (...) {
       failed = true;
       torch::translate_exception_to_python(std::current_exception());
@@ -342,7 +442,7 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
     // Large inputs: let other Python threads run meanwhile, as eager does per op.
     Py_BEGIN_ALLOW_THREADS
     try {
-      self->entry(cargs.data(), &out);
+      self->entry(cargs, &out);
     } catch (...) {
       failed = true;
       PyGILState_STATE st = PyGILState_Ensure();  // translation needs the GIL
@@ -400,15 +500,16 @@ void region_dealloc(RegionFunction* self) {
 
 PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   static const char* kw[] = {"func", "owner", "index", "kinds", "ret", "device_mask",
-                             "param_names", "defaults", "line_notes", "result_types", nullptr};
+                             "param_names", "defaults", "line_notes", "result_types", "reuse", nullptr};
   PyObject *func, *owner, *param_names, *defaults, *line_notes, *result_types;
   int index;
   const char *kinds, *ret;
   unsigned long long mask;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOissKO!O!O!O!", const_cast<char**>(kw), &func,
+  int reuse = 0;  // level-3 code that reuses dead temporaries when Out::reuse says it may
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOissKO!O!O!O!|p", const_cast<char**>(kw), &func,
                                    &owner, &index, &kinds, &ret, &mask, &PyTuple_Type, &param_names,
                                    &PyTuple_Type, &defaults, &PyDict_Type, &line_notes,
-                                   &PyTuple_Type, &result_types))
+                                   &PyTuple_Type, &result_types, &reuse))
     return nullptr;
   if (!PyCallable_Check(func)) {
     PyErr_SetString(PyExc_TypeError, "func must be callable");
@@ -466,6 +567,7 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   self->ret = new std::string(ret);
   self->device_mask = mask;
   self->has_list = std::strchr(kinds, 'L') != nullptr;
+  self->reuse = reuse != 0;
   if (!self->dict) { Py_DECREF(self); return nullptr; }
   return (PyObject*)self;
 }
