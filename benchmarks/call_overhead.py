@@ -8,13 +8,17 @@ recording (the tensor arguments require grad; forward only):
 
 One PyTorch thread; every variant of a case runs interleaved round by round in
 this one process, so load from other work on the machine falls on all of them
-alike. Each round gives one ratio per level (its time over eager's in the same
-round); printed are the median per-call times and the median ratio with its
-spread (lowest..highest round). Targets (no grad): seed layer level 3 ≤ 0.60 of
+alike. The clock is this thread's CPU time (``time.thread_time``) unless
+``--clock wall`` is given: on a machine shared with other work, wall time also
+counts the time the thread waited for a core, which swamps differences of a few
+per cent (measured here: rounds spread ±20% in wall time, ±3% in CPU time).
+Each round gives one ratio per level (its time over eager's in the same round);
+printed are the median per-call times and the median ratio with its spread
+(lowest..highest round). Targets (no grad): seed layer level 3 ≤ 0.60 of
 eager, GELU 8×32 ≤ 0.50, GELU 1024×1024 ≤ 0.85; with autograd recording, level 3
 no slower than level 1. ``--compile`` adds torch.compile of the seed layer.
 
-    python -m benchmarks.call_overhead [-r ROUNDS] [--scale S] [--only NAME] [--compile]
+    python -m benchmarks.call_overhead [-r ROUNDS] [--scale S] [--only NAME] [--clock cpu|wall] [--compile]
 
 Exits 1 only when the measurement is broken (a variant fell back to Python or
 differs from eager), not when a target is missed: timings are for reading.
@@ -96,12 +100,15 @@ def make_loop(n_args: int) -> Callable:
     return scope["loop"]
 
 
-def time_round(loop: Callable, fn: Callable, args: tuple, number: int) -> float:
+CLOCKS = {"cpu": time.thread_time, "wall": time.perf_counter}
+
+
+def time_round(loop: Callable, fn: Callable, args: tuple, number: int, clock: Callable[[], float]) -> float:
     gc.disable()
     try:
-        t0 = time.perf_counter()
+        t0 = clock()
         loop(number, fn, *args)
-        return (time.perf_counter() - t0) / number
+        return (clock() - t0) / number
     finally:
         gc.enable()
 
@@ -117,7 +124,7 @@ def same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def measure_case(
-    case: Case, ns: dict, grad: bool, rounds: int, scale: float, compiled: Callable | None
+    case: Case, ns: dict, grad: bool, rounds: int, scale: float, compiled: Callable | None, clock: Callable
 ) -> tuple[dict, bool]:
     g = torch.Generator().manual_seed(0)
     args = tuple(torch.randn(*s, generator=g).requires_grad_(grad) for s in case.shapes)
@@ -141,7 +148,7 @@ def measure_case(
         times: dict[str, list[float]] = {label: [] for label in variants}
         for _ in range(rounds):
             for label, fn in variants.items():
-                times[label].append(time_round(loop, fn, args, number))
+                times[label].append(time_round(loop, fn, args, number, clock))
     for label, (_, fallbacks) in before.items():
         if variants[label].fallbacks != fallbacks:
             print(f"  {label}: fell back to Python ({variants[label].last_fallback_reason})")
@@ -178,12 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the calls per round (default 1)")
     parser.add_argument("--only", help="run only the cases whose name contains this text")
     parser.add_argument("--no-grad-only", action="store_true", help="leave out the autograd-recording runs")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu", help="thread CPU time (default) or wall time")
     parser.add_argument("--compile", action="store_true", help="add torch.compile of the seed layer (slow to build)")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(1)
     ns = build_regions()
-    print(f"torch {torch.__version__} · 1 thread · variants interleaved round by round in one process")
+    print(
+        f"torch {torch.__version__} · 1 thread · {args.clock} time · variants interleaved round by round in one process"
+    )
     broken = False
     for case in CASES:
         if args.only and args.only not in case.name:
@@ -192,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             compiled = None
             if args.compile and case.function == "layer" and not grad:
                 compiled = torch.compile(ns["layer_1"].__wrapped__)
-            times, bad = measure_case(case, ns, grad, args.repeat, args.scale, compiled)
+            times, bad = measure_case(case, ns, grad, args.repeat, args.scale, compiled, CLOCKS[args.clock])
             broken |= bad
             report(case, grad, times)
     if args.compile:

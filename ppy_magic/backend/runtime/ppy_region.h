@@ -6,9 +6,11 @@
 #include <ATen/ScalarOps.h>
 #include <ATen/TensorIndexing.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/to.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -36,6 +38,71 @@ inline at::Tensor wrapped_number(const at::Scalar& s) {
   at::Tensor t = at::scalar_to_tensor(s);
   t.unsafeGetTensorImpl()->set_wrapped_number(true);
   return t;
+}
+
+// A wrapped number built once and kept for the life of the process (level 2's
+// hoisted constants). Never freed: a static at::Tensor destroyed at exit could
+// outlive the allocator that owns its memory.
+inline const at::Tensor& constant_number(const at::Scalar& s) { return *new at::Tensor(wrapped_number(s)); }
+
+// ---- level 3: an element-wise op's result written into a dead temporary ----
+// Which ops, and why the out= call is then bit-for-bit the functional call:
+// backend/reuse.py. The region asks only when Out::reuse is set (autograd is not
+// recording, and nothing else can observe the write).
+
+// The strides empty() gives a tensor of t's sizes.
+inline bool standard_strides(const at::Tensor& t) {
+  const at::IntArrayRef sizes = t.sizes(), strides = t.strides();
+  int64_t expected = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (strides[d] != expected) return false;
+    expected *= std::max<int64_t>(sizes[d], 1);
+  }
+  return true;
+}
+
+// t may receive the result in place of a fresh tensor: nothing else refers to it
+// or to its storage (no view, no alias, not an argument: the caller would hold
+// a reference), and it is a real floating tensor laid out as a fresh result is.
+inline bool reusable(const at::Tensor& t) {
+  if (!t.defined() || t.use_count() != 1 || !t.has_storage() || t.storage().use_count() != 1) return false;
+  const at::ScalarType dt = t.scalar_type();
+  if (dt != at::kFloat && dt != at::kDouble && dt != at::kHalf && dt != at::kBFloat16) return false;
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  return t.layout() == at::kStrided && !impl->is_wrapped_number() && !t.is_conj() && !t.is_neg() &&
+         t.numel() > 0 && standard_strides(t);
+}
+
+// Another operand o leaves the result t's shape and does not change how the
+// op iterates: 0-dim, or laid out as a fresh tensor and broadcast into t's shape.
+inline bool fits(const at::Tensor& t, const at::Tensor& o) {
+  if (!o.defined()) return true;
+  if (o.layout() != at::kStrided || o.is_conj() || o.is_neg()) return false;
+  if (o.dim() == 0) return o.device() == t.device() || o.is_cpu();
+  if (o.device() != t.device() || o.dim() > t.dim() || !standard_strides(o)) return false;
+  const at::IntArrayRef ts = t.sizes(), os = o.sizes();
+  const size_t off = ts.size() - os.size();
+  for (size_t d = 0; d < os.size(); ++d) {
+    if (os[d] != 1 && os[d] != ts[off + d]) return false;
+  }
+  return true;
+}
+inline bool fits(const at::Tensor& t, const ::std::optional<at::Tensor>& o) { return !o || fits(t, *o); }
+
+// The dtype PyTorch's type promotion gives these operands (what TensorIterator computes in).
+inline void promote(at::native::ResultTypeState& s, const at::Tensor& t) { s = at::native::update_result_type_state(t, s); }
+inline void promote(at::native::ResultTypeState& s, const at::Scalar& v) { s = at::native::update_result_type_state(v, s); }
+inline void promote(at::native::ResultTypeState& s, const ::std::optional<at::Tensor>& t) {
+  if (t) promote(s, *t);
+}
+inline void promote(at::native::ResultTypeState& s, const ::std::optional<at::Scalar>& v) {
+  if (v) promote(s, *v);
+}
+template <typename... A>
+inline at::ScalarType result_dtype(const A&... a) {
+  at::native::ResultTypeState s;
+  (promote(s, a), ...);
+  return at::native::result_type(s);
 }
 
 // `x[index] = number`, as PyTorch's __setitem__ makes the value tensor
