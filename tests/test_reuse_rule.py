@@ -173,6 +173,7 @@ def _overload(name: str, overload: str):
 @pytest.mark.parametrize("entry", reuse.allow_list(), ids=lambda e: f"{e.name}.{e.overload or 'default'}")
 def test_out_into_a_dead_temporary_is_the_functional_op(entry):
     functional, out_op = _overload(entry.name, entry.overload), _overload(entry.name, entry.out_overload)
+    inplace_op = None if entry.inplace_overload is None else _overload(entry.name + "_", entry.inplace_overload)
     g = torch.Generator().manual_seed(0)
     reused = refused = 0
     for dtype, shape in itertools.product(FLOATING, SHAPES):
@@ -184,15 +185,17 @@ def test_out_into_a_dead_temporary_is_the_functional_op(entry):
             positions = [p for p in range(len(args)) if may_reuse(entry, names, args, p, expected)]
             refused += not positions
             for p in positions:
-                # The temporary: a fresh tensor holding operand p (a clone keeps standard strides).
-                temp = args[p].clone()
-                call = [temp if a is args[p] else a for a in args]  # t * t: both operands are the temporary
-                got = invoke(out_op, names, call, kwonly, out=temp)
-                where = f"{entry.name}.{entry.overload} {dtype} {shape} operand {names[p]}: {names} = {args!r:.300}"
-                assert got is temp, where
-                assert got.dtype == expected.dtype and got.shape == expected.shape, where
-                assert got.stride() == expected.stride(), where
-                assert torch.equal(bits(got), bits(expected)), where
-                reused += 1
+                forms = [("out=", out_op)] + ([("in place", inplace_op)] if inplace_op and p == 0 else [])
+                for form, op in forms:
+                    # The temporary: a fresh tensor holding operand p (a clone keeps standard strides).
+                    temp = args[p].clone()
+                    call = [temp if a is args[p] else a for a in args]  # t * t: both operands are the temporary
+                    got = invoke(op, names, call, kwonly, **({"out": temp} if op is out_op else {}))
+                    where = f"{entry.name}.{entry.overload} {form} {dtype} {shape} {names[p]}: {names} = {args!r:.300}"
+                    assert got is temp, where
+                    assert got.dtype == expected.dtype and got.shape == expected.shape, where
+                    assert got.stride() == expected.stride(), where
+                    assert torch.equal(bits(got), bits(expected)), where
+                    reused += 1
     # Not vacuous: the rule allowed many samples and refused others.
     assert reused >= 30 and refused >= 10, (reused, refused)

@@ -17,7 +17,9 @@ Then the functional call's own output would also be standard contiguous (every
 operand's strides agree with that order), so both calls visit the elements in the
 same order with the same vectorised/scalar split and compute every element with
 the same instructions. The ``out=`` form keeps eager's operand order (``x + t``
-stays ``add(x, t)``, where ``t.add_(x)`` would compute ``t + x``).
+stays ``add(x, t)``, where ``t.add_(x)`` would compute ``t + x``); when the
+temporary is ``self`` the in-place overload (``t.add_(x)`` for ``t + x``) does the
+same with fewer checks.
 
 Every entry is verified op by op against eager, bit for bit, by
 ``tests/test_reuse_rule.py`` (dtypes, broadcasting, 0-dim and wrapped operands,
@@ -98,10 +100,19 @@ class Reuse:
         """The operands a dead temporary may be: tensors whose dtype takes part in the result's."""
         return tuple(t for t in self.tensors if t in self.promote)
 
+    inplace_overload: str | None = None  # `<name>_.<overload>` when it takes the same arguments
+
     @property
     def out_struct(self) -> str:
         """The ``at::_ops`` struct of the out= overload."""
         return f"{self.name}_{self.out_overload}" if self.out_overload else self.name
+
+    @property
+    def inplace_struct(self) -> str | None:
+        """The ``at::_ops`` struct of the in-place overload (used when the temporary is ``self``)."""
+        if self.inplace_overload is None:
+            return None
+        return f"{self.name}__{self.inplace_overload}" if self.inplace_overload else f"{self.name}_"
 
 
 def _schema(name: str, overload: str):
@@ -114,6 +125,17 @@ def _schema(name: str, overload: str):
 def _fresh_tensor_result(schema) -> bool:
     """One result, a plain ``Tensor``: no alias annotation, so a new tensor, never a view of an input."""
     return len(schema.returns) == 1 and str(schema.returns[0].type) == "Tensor" and schema.returns[0].alias_info is None
+
+
+def _inplace_overload(name: str, schema) -> str | None:
+    """The in-place overload ``<name>_`` with the same arguments, ``self`` written and returned."""
+    want = [(a.name, str(a.type)) for a in schema.arguments]
+    for s in torch._C._jit_get_schemas_for_operator(f"aten::{name}_"):
+        args = [(a.name, str(a.type)) for a in s.arguments]
+        alias = s.arguments[0].alias_info if s.arguments else None
+        if args == want and args[0][0] == "self" and alias is not None and alias.is_write:
+            return s.overload_name
+    return None
 
 
 def _out_overload(name: str, schema) -> str | None:
@@ -146,7 +168,7 @@ def reuse_for(name: str, overload: str) -> Reuse | None:
         for a in schema.arguments
         if str(a.type) in ("Tensor", "Optional[Tensor]", "number", "Optional[number]") and a.name not in skip
     )
-    return Reuse(name, overload, out, tensors, promote)
+    return Reuse(name, overload, out, tensors, promote, _inplace_overload(name, schema))
 
 
 def allow_list() -> tuple[Reuse, ...]:
