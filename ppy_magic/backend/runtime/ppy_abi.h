@@ -35,13 +35,14 @@ enum class PyError : int {
 // The runtime reuses one Out per thread (and call depth): the entry appends to
 // empty vectors and must not assume anything about their capacity.
 //
-// `reuse` is the one input field, set by the runtime before the entry runs
-// (only for regions built with temporaries to reuse): true when nothing can
-// observe a dead temporary being overwritten in place. Autograd is not
-// recording (grad mode off, or no tensor argument requires grad), no tensor
-// argument is a forward-AD dual tensor or carries dispatch keys beyond a dense
-// backend, autograd, conjugate/negative bits and autocast, and no functorch
-// transform, Python dispatch mode, tracer or autocast is active.
+// `unobserved` is the one input field, set by the runtime before the entry
+// runs (for regions built at level 2 or 3; false otherwise): true when nothing
+// outside the region can see its intermediate tensors, so it may pass hoisted
+// constants and overwrite dead temporaries. Autograd is not recording (grad mode
+// off, or no tensor argument requires grad), no tensor argument is a forward-AD
+// dual tensor or carries dispatch keys beyond a dense backend, autograd,
+// conjugate/negative bits and autocast, and no functorch transform, Python
+// dispatch mode, tracer or autocast is active.
 struct Out {
   c10::SmallVector<at::Tensor, 4> t;
   c10::SmallVector<double, 2> f;
@@ -49,7 +50,7 @@ struct Out {
   int line = 0;
   PyError error = PyError::None;
   std::string message;
-  bool reuse = false;
+  bool unobserved = false;
 };
 
 using Entry = void (*)(const Arg* args, Out* out);

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
+#include <ATen/record_function.h>
 #include <ATen/ops/to.h>
 
 #include <algorithm>
@@ -40,15 +41,16 @@ inline at::Tensor wrapped_number(const at::Scalar& s) {
   return t;
 }
 
-// A wrapped number built once and kept for the life of the process (level 2's
-// hoisted constants). Never freed: a static at::Tensor destroyed at exit could
-// outlive the allocator that owns its memory.
+// A wrapped number built once and kept for the life of the process: level 2's
+// hoisted constants, passed only while Out::unobserved holds (no autograd graph,
+// dispatch mode or transform can keep a reference to them). Never freed: a
+// static at::Tensor destroyed at exit could outlive the allocator of its memory.
 inline const at::Tensor& constant_number(const at::Scalar& s) { return *new at::Tensor(wrapped_number(s)); }
 
 // ---- level 3: an element-wise op's result written into a dead temporary ----
 // Which ops, and why the out= call is then bit-for-bit the functional call:
-// backend/reuse.py. The region asks only when Out::reuse is set (autograd is not
-// recording, and nothing else can observe the write).
+// backend/reuse.py. The region asks only when Out::unobserved is set (autograd is
+// not recording, and nothing else can observe the write).
 
 // The strides empty() gives a tensor of t's sizes.
 inline bool standard_strides(const at::Tensor& t) {
@@ -88,6 +90,36 @@ inline bool fits(const at::Tensor& t, const at::Tensor& o) {
   return true;
 }
 inline bool fits(const at::Tensor& t, const ::std::optional<at::Tensor>& o) { return !o || fits(t, *o); }
+
+// The dispatch keys of an op's tensor operands, for write_into.
+inline c10::DispatchKeySet keys_of(const at::Tensor& t) { return t.defined() ? t.key_set() : c10::DispatchKeySet(); }
+inline c10::DispatchKeySet keys_of(const ::std::optional<at::Tensor>& t) { return t ? keys_of(*t) : c10::DispatchKeySet(); }
+template <typename... T>
+inline c10::DispatchKeySet keys_of(const T&... t) {
+  return (keys_of(t) | ...);
+}
+
+// Runs the in-place or out= overload Op that writes into a dead temporary. With
+// `direct` (Out::unobserved, and no profiler or other RecordFunction observer),
+// and operands that carry no dispatch key below ADInplaceOrView but their dense
+// backend's, the call goes straight to the backend kernel: the Autograd kernel
+// would only check that no tensor requires grad (none does) and the
+// ADInplaceOrView kernel only bumps the temporary's version counter, which
+// nothing else can read. Otherwise it dispatches as usual.
+template <typename Op, typename... A>
+inline void write_into(bool direct, c10::DispatchKeySet keys, A&&... args) {
+  const c10::DispatchKeySet below = keys & c10::after_ADInplaceOrView_keyset;
+  static const uint64_t dense = c10::DispatchKeySet(c10::DispatchKey::Dense).raw_repr() |
+                                c10::backend_bitset_mask.raw_repr();
+  if (direct && !below.empty() && (below.raw_repr() & ~dense) == 0) {
+    Op::redispatch(below, std::forward<A>(args)...);
+  } else {
+    Op::call(std::forward<A>(args)...);
+  }
+}
+
+// No profiler (or other RecordFunction callback) would see a call that skips the dispatcher's entry.
+inline bool unprofiled() { return !at::hasCallbacks(); }
 
 // The dtype PyTorch's type promotion gives these operands (what TensorIterator computes in).
 inline void promote(at::native::ResultTypeState& s, const at::Tensor& t) { s = at::native::update_result_type_state(t, s); }

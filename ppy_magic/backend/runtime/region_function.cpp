@@ -61,7 +61,7 @@ struct RegionFunction {
   std::string* ret;      // return spec
   uint64_t device_mask;  // bit per c10::DeviceType the region was built for
   bool has_list;         // some parameter is a tensor list ('L')
-  bool reuse;            // level-3 code: establish Out::reuse on each call
+  bool check_unobserved; // level 2-3 code: establish Out::unobserved on each call
   Py_ssize_t calls;
   Py_ssize_t fallbacks;
 };
@@ -206,7 +206,7 @@ class FrameLease {
     out.message.clear();
     out.line = 0;
     out.error = ppy::PyError::None;
-    out.reuse = false;
+    out.unobserved = false;
     --t_depth;
   }
   FrameLease(const FrameLease&) = delete;
@@ -217,9 +217,9 @@ class FrameLease {
   Frame* frame_;
 };
 
-// ---- level 3: may dead temporaries be overwritten in place? --------------------
+// ---- levels 2-3: can anything outside the region see its intermediates? ----------
 
-// Dispatch keys a tensor argument may carry for in-place reuse: a dense backend,
+// Dispatch keys a tensor argument may carry: a dense backend,
 // autograd (not recording, checked apart), conjugate/negative bits (materialised by
 // their fallbacks before any kernel writes) and the autocast keys every tensor carries
 // (autocast itself is checked on the thread). Anything else (Python, functorch
@@ -230,7 +230,7 @@ constexpr c10::DispatchKeySet kReuseTensorKeys =
                          c10::DispatchKey::Negative}) |
     c10::autocast_dispatch_keyset;
 
-struct ReuseCheck {
+struct UnobservedCheck {
   bool requires_grad = false;
   bool blocked = false;
 
@@ -345,7 +345,7 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
 
   FrameLease frame(nparams, self->has_list);
   ppy::Arg* cargs = frame->args.data();
-  ReuseCheck reuse;
+  UnobservedCheck unobserved;
   const char* reason = nullptr;
   int64_t work = 0;  // elements in all tensor arguments
   auto check_tensor = [&](PyObject* o) -> const at::Tensor* {
@@ -366,7 +366,7 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
       reason = "a tensor is on a device type the region was not built for";
       return nullptr;
     }
-    if (self->reuse) reuse.tensor(t);
+    if (self->check_unobserved) unobserved.tensor(t);
     return &t;
   };
   for (Py_ssize_t p = 0; p < nparams && !reason; ++p) {
@@ -427,7 +427,7 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
 
   self->calls++;
   ppy::Out& out = frame->out;
-  out.reuse = self->reuse && reuse.ok();
+  out.unobserved = self->check_unobserved && unobserved.ok();
   bool failed = false;
   if (work < kReleaseGilElements) {
     // Small inputs: releasing and re-taking the GIL would cost more than the
@@ -500,16 +500,16 @@ void region_dealloc(RegionFunction* self) {
 
 PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   static const char* kw[] = {"func", "owner", "index", "kinds", "ret", "device_mask",
-                             "param_names", "defaults", "line_notes", "result_types", "reuse", nullptr};
+                             "param_names", "defaults", "line_notes", "result_types", "check_unobserved", nullptr};
   PyObject *func, *owner, *param_names, *defaults, *line_notes, *result_types;
   int index;
   const char *kinds, *ret;
   unsigned long long mask;
-  int reuse = 0;  // level-3 code that reuses dead temporaries when Out::reuse says it may
+  int check_unobserved = 0;  // level 2-3 code that reads Out::unobserved
   if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOissKO!O!O!O!|p", const_cast<char**>(kw), &func,
                                    &owner, &index, &kinds, &ret, &mask, &PyTuple_Type, &param_names,
                                    &PyTuple_Type, &defaults, &PyDict_Type, &line_notes,
-                                   &PyTuple_Type, &result_types, &reuse))
+                                   &PyTuple_Type, &result_types, &check_unobserved))
     return nullptr;
   if (!PyCallable_Check(func)) {
     PyErr_SetString(PyExc_TypeError, "func must be callable");
@@ -567,7 +567,7 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   self->ret = new std::string(ret);
   self->device_mask = mask;
   self->has_list = std::strchr(kinds, 'L') != nullptr;
-  self->reuse = reuse != 0;
+  self->check_unobserved = check_unobserved != 0;
   if (!self->dict) { Py_DECREF(self); return nullptr; }
   return (PyObject*)self;
 }
