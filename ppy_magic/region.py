@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from .backend import RegionSpec
+from .backend.levels import describe as describe_level
 
 # The values of the C++ DeviceType enum (torch/headeronly/core/DeviceType.h).
 DEVICE_TYPES = {"cpu": 0, "cuda": 1, "hip": 6, "xpu": 12, "mps": 13, "meta": 14}
@@ -106,6 +107,8 @@ def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level
         spec.defaults,
         dict(spec.line_notes),
         tuple(spec.result_types),
+        # Levels 2 and 3 read Out::unobserved: the runtime establishes it on each call.
+        check_unobserved=max(level, spec.opt_level) >= 2,
     )
     functools.update_wrapper(region, fn)
     region.__ppy_info__ = RegionInfo(spec, module.__name__, devices, level)
@@ -125,6 +128,8 @@ class Explanation:
     frozen_globals: dict[str, Any] = field(default_factory=dict)
     device_types: tuple[str, ...] = ()
     module_name: str | None = None
+    level: int | None = None  # the optimisation level it was compiled at
+    level_notes: dict[int, tuple[str, ...]] = field(default_factory=dict)  # what each level changes in it
 
     def __str__(self) -> str:
         lines = []
@@ -141,6 +146,13 @@ class Explanation:
             if self.frozen_globals:
                 frozen = ", ".join(f"{k}={_short(v)}" for k, v in sorted(self.frozen_globals.items()))
                 lines.append(f"  globals frozen at compile time: {frozen}")
+            if self.level is not None:
+                lines.append(f"  compiled at level {self.level}; what each level does here:")
+                for lv in sorted(self.level_notes or {self.level: ()}):
+                    mark = "  <- this region" if lv == self.level else ""
+                    lines.append(f"    {describe_level(lv)}{mark}")
+                    notes = self.level_notes.get(lv, ())
+                    lines += [f"      - {n}" for n in notes] or (["      (nothing beyond level 1)"] if lv > 1 else [])
             lines.append("  generated C++:")
             lines += ["    " + ln for ln in (self.cpp or "").splitlines()]
         else:
@@ -184,4 +196,6 @@ def explain(f: Any) -> Explanation:
         dict(info.spec.frozen_globals),
         info.device_types,
         info.module_name,
+        info.spec.opt_level,
+        dict(info.spec.level_notes),
     )

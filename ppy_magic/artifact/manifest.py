@@ -244,6 +244,11 @@ _CODECS: dict[Any, Codec] = {
         lambda d: {k: v.encoded for k, v in d.items()},
         lambda d: {k: FrozenGlobal(v) for k, v in dict(d).items()},
     ),
+    # what each optimisation level changes in a region (explain)
+    dict[int, tuple[str, ...]]: (
+        lambda d: {str(k): list(v) for k, v in d.items()},
+        lambda d: {int(k): tuple(v) for k, v in d.items()},
+    ),
     # named tuples, by their name in torch.return_types
     tuple[type, ...]: (
         lambda ts: [t.__name__ for t in ts],
@@ -251,7 +256,7 @@ _CODECS: dict[Any, Codec] = {
     ),
 }
 _LOCAL = {"filename"}  # RegionSpec fields that describe this process, not the artifact: never recorded
-_ABSENT = {"cpp": ""}  # what a manifest that lacks a key means, beside the fields' own defaults
+_ABSENT = {"cpp": "", "level_notes": {}}  # what a manifest that lacks a key means, beside the fields' own defaults
 
 
 def _recorded_fields(cls: type, skip: set[str]) -> list[tuple[str, Codec, Any]]:

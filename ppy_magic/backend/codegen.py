@@ -10,14 +10,15 @@ runs a compiler.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..language import ir
 from ..language.ir import Kind
-from . import cpp
-from .cpp import NAME, atom, cpp_literal, expr
+from . import cpp, levels
+from .cpp import NAME, atom, cpp_literal
 
 __all__ = ["ABI_HEADER", "REGION_HEADER", "CellCode", "RegionSpec", "cpp_literal", "generate"]
 
@@ -43,6 +44,9 @@ class RegionSpec:
     frozen_globals: dict[str, Any]  # global name -> the value compiled in
     cpp: str  # this region's C++ (helpers and entry), for explain()
     result_types: tuple[type, ...] = ()  # the torch.return_types named tuples it returns
+    opt_level: int = 1  # the optimisation level its C++ was written at
+    # What each level changes in this region (constants hoisted, temporaries reused), for explain().
+    level_notes: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,14 @@ def _uses(stmt: ir.Stmt) -> set[str]:
 
 
 class Emitter:
-    def __init__(self, fn_name: str, source_lines: dict[int, str], track_lines: bool, helper: bool):
+    def __init__(
+        self,
+        fn_name: str,
+        source_lines: dict[int, str],
+        track_lines: bool,
+        helper: bool,
+        plan: levels.BodyPlan | None = None,
+    ):
         self.lines: list[str] = []
         self.marks: list[tuple[int, int]] = []
         self.fn_name = fn_name
@@ -119,6 +130,30 @@ class Emitter:
         self.track_lines = track_lines
         self.helper = helper
         self.current_line = 0
+        self.plan = plan or levels.BodyPlan(1)
+        self.consts = levels.Constants() if self.plan.level >= 2 else None
+        self.notes: list[str] = []  # what the level changed, for explain()
+        self.headers: set[str] = set()
+
+    def expr(self, e: ir.Expr, line: int) -> str:
+        """The C++ of an expression, with this body's level applied (constants, direct calls, flags)."""
+        if isinstance(e, ir.Call):
+            args = levels.call_args(e, self.consts, line)
+            if self.plan.level >= 2 and all(isinstance(a, (ir.Var, ir.Const, ir.Default)) for a in e.args):
+                direct = levels.direct_call(e, args)
+                if direct is not None:
+                    self.note(f"line {line}: {direct[1]} (checked per call)")
+                    self.headers.update(levels.DIRECT_HEADERS)
+                    return direct[0]
+            return f"{cpp.op_call(e.op)}({', '.join(args)})"
+        if isinstance(e, ir.CallFunction) and self.plan.level >= 2:
+            flags = [levels.UNOBSERVED, levels.DIRECT]
+            return f"{e.symbol}({', '.join(['ppy_line', *flags] + [atom(a) for a in e.args])})"
+        return cpp.expr(e)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
 
     def out(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
@@ -154,17 +189,20 @@ class Emitter:
     def stmt(self, s: ir.Stmt, depth: int) -> None:
         if isinstance(s, ir.Assign):
             self.line(depth, s.line)
-            if len(s.targets) == 1 and not isinstance(s.value, ir.CallFunction):
+            site = self.plan.reuse.get(id(s))
+            if site is not None:
+                self.reuse(s, site, depth)
+            elif len(s.targets) == 1 and not isinstance(s.value, ir.CallFunction):
                 t = s.targets[0]
-                self.out(depth, f"{cpp.cpp_type(t.kind)} {NAME(t)} = {expr(s.value)};")
+                self.out(depth, f"{cpp.cpp_type(t.kind)} {NAME(t)} = {self.expr(s.value, s.line)};")
             else:
                 for t in s.targets:
                     self.out(depth, _decl(t))
                 tie = ", ".join(NAME(t) for t in s.targets)
                 if s.targets:
-                    self.out(depth, f"std::tie({tie}) = {expr(s.value)};")
+                    self.out(depth, f"std::tie({tie}) = {self.expr(s.value, s.line)};")
                 else:
-                    self.out(depth, f"{expr(s.value)};")
+                    self.out(depth, f"{self.expr(s.value, s.line)};")
         elif isinstance(s, ir.Declare):
             self.out(depth, _decl(s.var))
         elif isinstance(s, ir.Move):
@@ -172,7 +210,7 @@ class Emitter:
             self.out(depth, f"{NAME(s.target)} = {atom(s.value)};")
         elif isinstance(s, ir.Effect):
             self.line(depth, s.line)
-            self.out(depth, f"{expr(s.value)};")
+            self.out(depth, f"{self.expr(s.value, s.line)};")
         elif isinstance(s, ir.SetItem):
             self.line(depth, s.line)
             if s.value.kind == Kind.TENSOR:
@@ -219,8 +257,14 @@ class Emitter:
             if self.helper:
                 self.out(depth, f"return std::make_tuple({', '.join(atom(a) for a in s.values)});")
                 return
+            moved = {a.name for a in s.values if isinstance(a, ir.Var) and a.name in self.plan.moves}
             for a in s.values:
-                if a.kind == Kind.TENSOR:
+                if a.kind == Kind.TENSOR and isinstance(a, ir.Var) and a.name in moved:
+                    self.out(depth, f"ppy_out->t.emplace_back(std::move({atom(a)}));")
+                elif a.kind == Kind.TENSORS and isinstance(a, ir.Var) and a.name in moved:
+                    self.out(depth, f"ppy_out->i.push_back(static_cast<int64_t>({atom(a)}.size()));")
+                    self.out(depth, f"for (at::Tensor& ppy_t : {atom(a)}) ppy_out->t.push_back(std::move(ppy_t));")
+                elif a.kind == Kind.TENSOR:
                     self.out(depth, f"ppy_out->t.emplace_back({atom(a)});")
                 elif a.kind == Kind.FLOAT:
                     self.out(depth, f"ppy_out->f.push_back({atom(a)});")
@@ -235,6 +279,21 @@ class Emitter:
             self.out(depth, "return;")
         else:
             raise TypeError(s)
+
+    def reuse(self, s: ir.Assign, site: levels.ReuseSite, depth: int) -> None:
+        """Level 3: the op writes into its dead temporary operand when the run-time checks pass."""
+        call = s.value
+        assert isinstance(call, ir.Call)
+        args = levels.call_args(call, self.consts, s.line)
+        target = NAME(s.targets[0])
+        # A wrapped number is made once, before the op, as eager makes it: not once per check.
+        for i, a in enumerate(call.args):
+            if isinstance(a, ir.WrapNumber):
+                self.out(depth, f"const at::Tensor {target}_w{i} = {args[i]};")
+                args[i] = f"{target}_w{i}"
+        for text in levels.reuse_lines(site, call, args, target):
+            self.out(depth, text)
+        self.note(levels.reuse_note(site, call, s.line))
 
 
 def _param_decl(p: ir.Param, i: int) -> str:
@@ -252,9 +311,10 @@ def _param_decl(p: ir.Param, i: int) -> str:
     return f"const {ctype} {n} = static_cast<{ctype}>(ppy_args[{i}].{field});"
 
 
-def _helper_cpp(h: ir.Helper, source_lines: dict[int, str]) -> list[str]:
+def _helper_cpp(h: ir.Helper, source_lines: dict[int, str], level: int) -> Emitter:
     ret = "std::tuple<" + ", ".join(cpp.cpp_type(k) for k in h.result_kinds) + ">"
-    params = ["int& ppy_line"] + [
+    flags = [f"bool {levels.UNOBSERVED}", f"bool {levels.DIRECT}"] if level >= 2 else []
+    params = ["int& ppy_line", *flags] + [
         (
             f"const {cpp.cpp_type(p.kind)}& {NAME(p)}"
             if p.kind in cpp.BY_REFERENCE
@@ -262,24 +322,57 @@ def _helper_cpp(h: ir.Helper, source_lines: dict[int, str]) -> list[str]:
         )
         for p in h.params
     ]
-    em = Emitter(h.symbol, source_lines, h.track_lines, helper=True)
+    em = Emitter(h.symbol, source_lines, h.track_lines, helper=True, plan=levels.plan_body(h.body, level))
     em.out(0, f"[[maybe_unused]] {ret} {h.symbol}({', '.join(params)}) {{")
     em.out(1, "(void)ppy_line;")
+    if flags:
+        em.out(1, f"(void){levels.UNOBSERVED};")
+        em.out(1, f"(void){levels.DIRECT};")
+    start = len(em.lines)
     em.block(h.body, 1)
     em.out(0, "}")
-    return em.lines
+    _declare_constants(em, start, 1)
+    return em
 
 
-def function_cpp(fn: ir.Function, symbol: str) -> tuple[list[str], list[tuple[int, int]]]:
-    """C++ lines of one region (its helpers, then its entry) and (offset, Python line) marks."""
+def _declare_constants(em: Emitter, at: int, depth: int) -> None:
+    """Level 2+: the body's statics, inserted before its first statement (line marks shift with them)."""
+    if not em.consts or not em.consts.decls:
+        return
+    decls = ["  " * depth + d for d in em.consts.decls]
+    em.lines[at:at] = decls
+    em.marks = [(off + len(decls) if off >= at else off, ln) for off, ln in em.marks]
+
+
+@dataclass(frozen=True)
+class FunctionCode:
+    lines: list[str]
+    marks: list[tuple[int, int]]  # (offset in lines, Python line)
+    notes: tuple[str, ...]  # what the level changed, for explain()
+    headers: frozenset[str]
+
+
+def function_cpp(fn: ir.Function, symbol: str) -> FunctionCode:
+    """C++ lines of one region (its helpers, then its entry) at the function's level."""
+    level = max(1, min(fn.level, 3))
     lines: list[str] = []
+    notes: list[str] = []
+    headers: set[str] = set()
     for h in fn.helpers:
-        lines += _helper_cpp(h, fn.source_lines) + [""]
-    em = Emitter(fn.name, fn.source_lines, True, helper=False)
+        hem = _helper_cpp(h, fn.source_lines, level)
+        lines += hem.lines + [""]
+        notes += [f"{n} (in {h.symbol})" for n in hem.notes]
+        notes += [f"{n} (in {h.symbol})" for n in (hem.consts.notes if hem.consts else [])]
+        headers |= hem.headers
+    em = Emitter(fn.name, fn.source_lines, True, helper=False, plan=levels.plan_body(fn.body, level))
     # No file name here: the same source must give the same TU (and cache key) in any kernel or directory.
-    em.out(0, f"// {fn.name} (line {fn.def_line})")
+    em.out(0, f"// {fn.name} (line {fn.def_line}, {levels.describe(level)})")
     em.out(0, f"void {symbol}(const ppy::Arg* ppy_args, ppy::Out* ppy_out) {{")
     em.out(1, "int ppy_line = 0;")
+    if level >= 2:
+        em.out(1, f"[[maybe_unused]] const bool {levels.UNOBSERVED} = ppy_out->unobserved;")
+        em.out(1, f"[[maybe_unused]] const bool {levels.DIRECT} = {levels.UNOBSERVED} && ppy::unprofiled();")
+    consts_at = len(em.lines)
     em.out(1, "try {")
     for i, p in enumerate(fn.params):
         em.out(2, _param_decl(p, i))
@@ -293,8 +386,14 @@ def function_cpp(fn: ir.Function, symbol: str) -> tuple[list[str], list[tuple[in
     em.out(2, "throw;")
     em.out(1, "}")
     em.out(0, "}")
+    _declare_constants(em, consts_at, 1)
     base = len(lines)
-    return lines + em.lines, [(base + off, ln) for off, ln in em.marks]
+    notes = (em.consts.notes if em.consts else []) + em.notes + notes
+    if em.plan.moves:
+        notes.append("results are moved into the result list, not copied")
+    return FunctionCode(
+        lines + em.lines, [(base + off, ln) for off, ln in em.marks], tuple(notes), frozenset(headers | em.headers)
+    )
 
 
 def _headers(functions: list[ir.Function]) -> list[str]:
@@ -319,7 +418,10 @@ def _headers(functions: list[ir.Function]) -> list[str]:
 
 
 def generate(functions: list[ir.Function]) -> CellCode:
-    headers = _headers(functions)
+    # Each region's helpers are named per region; a namespace per region keeps two regions
+    # specialising the same callee (or two definitions of one name) apart.
+    codes = [function_cpp(fn, f"ppy_region_{index}_{fn.name}") for index, fn in enumerate(functions)]
+    headers = sorted(set(_headers(functions)).union(*(c.headers for c in codes)))
     head = [
         "// Generated by ppy_magic: the ATen regions of one cell.",
         # First: gcc uses the prelude's precompiled form (prelude.py, build.py) only before other code.
@@ -336,11 +438,9 @@ def generate(functions: list[ir.Function]) -> CellCode:
     lines = list(head)
     line_map: dict[int, tuple[str, int]] = {}
     specs = []
-    for index, fn in enumerate(functions):
-        # Each region's helpers are named per region; a namespace per region keeps two regions
-        # specialising the same callee (or two definitions of one name) apart.
+    for index, (fn, code) in enumerate(zip(functions, codes, strict=True)):
         symbol = f"ppy_region_{index}_{fn.name}"
-        body, marks = function_cpp(fn, symbol)
+        body, marks = code.lines, code.marks
         lines.append(f"namespace ppy_r{index} {{")
         base = len(lines)
         for offset, pyline in marks:
@@ -363,6 +463,11 @@ def generate(functions: list[ir.Function]) -> CellCode:
                 frozen_globals=dict(fn.frozen_globals),
                 cpp="\n".join(body),
                 result_types=fn.result_types,
+                opt_level=max(1, min(fn.level, 3)),
+                level_notes={
+                    lv: code.notes if lv == fn.level else function_cpp(dataclasses.replace(fn, level=lv), symbol).notes
+                    for lv in (1, 2, 3)
+                },
             )
         )
     entries = ", ".join(f'{{"{s.name}", &ppy_r{s.index}::{s.symbol}}}' for s in specs) or "{nullptr, nullptr}"

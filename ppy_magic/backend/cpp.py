@@ -294,7 +294,10 @@ def _scalar(a: Any) -> str:
     return scalar(atom(a), a.kind)
 
 
-def _strip(decl: str) -> str:
+STRING_VIEWS = ("c10::string_view", "::std::string_view", "std::string_view")
+
+
+def base_type(decl: str) -> str:
     """The base C++ type of a parameter type (``const std::optional<T>&`` -> ``T``)."""
     t = decl.replace("const ", "").replace("&", "").strip()
     for opt in ("::std::optional<", "std::optional<", "c10::optional<"):  # as torch's headers spell it
@@ -326,7 +329,7 @@ def _convert(base: str, a: Any, write: bool) -> str:
         return f"static_cast<int64_t>({atom(a)})"
     if base == "double":
         return f"static_cast<double>({atom(a)})"
-    if base in ("c10::string_view", "::std::string_view", "std::string_view"):
+    if base in STRING_VIEWS:
         return f"c10::string_view({atom(a)})"
     if base in ("at::IntArrayRef",):
         return f"at::IntArrayRef({atom(a)})"
@@ -351,7 +354,7 @@ def _default(base: str, v: Any) -> str:
         return cpp_literal(float(v), Kind.FLOAT)
     if base == "bool":
         return cpp_literal(v, Kind.BOOL)
-    if base in ("c10::string_view", "::std::string_view", "std::string_view"):
+    if base in STRING_VIEWS:
         return f"c10::string_view({json.dumps(v)})"
     if base in ("at::IntArrayRef", "c10::SymIntArrayRef"):
         items = [cpp_literal(i, Kind.INT) for i in (v if isinstance(v, (list, tuple)) else [v])]
@@ -366,7 +369,7 @@ def _default(base: str, v: Any) -> str:
 def call_args(call: ir.Call) -> list[str]:
     out = []
     for sarg, a in zip(call.op.args, call.args, strict=True):
-        base = _strip(sarg.cpp)
+        base = base_type(sarg.cpp)
         if isinstance(a, ir.Default):
             out.append(_default(base, a.value))
         elif isinstance(a, ir.WrapNumber):

@@ -1,0 +1,338 @@
+"""Optimisation levels: what levels 2 and 3 change in a region's C++, decided per function body.
+
+Every level makes the same ATen computations in the same order as eager, so
+every level's results are bitwise eager's; the levels differ in the work around
+those computations.
+
+- Level 1 is the straight translation: each Python number passed where ATen
+  wants a tensor becomes a fresh 0-dim wrapped number per call, as eager makes it.
+- Level 2 does once what does not change between calls: constant ``at::Scalar``
+  arguments, int lists and strings become function-local statics; wrapped numbers
+  of constant Python numbers are built once too, and passed while the runtime
+  says nothing outside the region can see its intermediate tensors
+  (``Out::unobserved``: autograd is not recording, no dispatch mode, transform or
+  autocast is active), so no autograd graph or mode ever keeps one. Results are
+  moved into the runtime's result vector, not copied. Where eager's own composite
+  would call ``mm`` (``x @ w`` of two matrices) or ``addmm`` (``F.linear`` of a
+  matrix with a bias), the region calls it directly, checking the same condition.
+- Level 3 adds, while ``Out::unobserved`` holds, the reuse of dead temporaries:
+  an element-wise op (``reuse.py``'s allow-list) whose operand is a temporary the
+  region made with a functional op (a plain ``Tensor`` result: no alias
+  annotation), defined in the same block and used nowhere else, writes its result
+  into it (in-place overload, or ``out=``) when the run-time checks of
+  ``ppy_region.h`` pass (unshared, dtype and shape of the result, layout);
+  otherwise the ordinary op runs. Those writes skip the Autograd and
+  ADInplaceOrView kernels when no profiler is attached (``ppy::write_into``).
+
+This module decides (``plan_body``) and spells the level-specific C++;
+``codegen`` asks it while it writes statements.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..language import ir
+from ..language.ir import Kind
+from . import cpp
+from .reuse import Reuse, reuse_for
+
+UNOBSERVED = "ppy_unobserved"  # C++ name of the entry's copy of Out::unobserved
+DIRECT = "ppy_direct"  # ... and of "unobserved and no profiler": write_into may skip the dispatcher's entry
+
+
+def describe(level: int) -> str:
+    return {
+        1: "level 1: the straight translation (a fresh wrapped number per call for each Python number)",
+        2: "level 2: constants built once per region, results moved, mm/addmm where eager's composite calls them",
+        3: "level 3: level 2, and dead temporaries reused in place while autograd is not recording",
+    }.get(level, f"level {level}")
+
+
+# ---- analysis ---------------------------------------------------------------------------------
+
+
+def _atoms_of(a: Any) -> Iterator[ir.Var]:
+    if isinstance(a, ir.Var):
+        yield a
+    elif isinstance(a, ir.WrapNumber):
+        yield from _atoms_of(a.value)
+    elif isinstance(a, ir.Items):
+        for i in a.items:
+            yield from _atoms_of(i)
+
+
+def _expr_vars(e: Any) -> Iterator[ir.Var]:
+    if isinstance(e, (ir.Call, ir.Intrinsic, ir.CallFunction)):
+        for a in e.args:
+            yield from _atoms_of(a)
+    elif isinstance(e, ir.GetItem):
+        yield from _atoms_of(e.tensor)
+        for it in e.index:
+            for a in it.atoms:
+                yield from _atoms_of(a)
+
+
+def _stmt_vars(s: ir.Stmt) -> Iterator[ir.Var]:
+    """Every variable a statement reads, its nested blocks included (one per occurrence)."""
+    if isinstance(s, (ir.Assign, ir.Effect)):
+        yield from _expr_vars(s.value)
+    elif isinstance(s, ir.Move):
+        yield from _atoms_of(s.value)
+    elif isinstance(s, ir.SetItem):
+        yield from _atoms_of(s.tensor)
+        yield from _atoms_of(s.value)
+        for it in s.index:
+            for a in it.atoms:
+                yield from _atoms_of(a)
+    elif isinstance(s, ir.Return):
+        for a in s.values:
+            yield from _atoms_of(a)
+    elif isinstance(s, ir.Raise):
+        yield from _atoms_of(s.message)
+    elif isinstance(s, ir.If):
+        yield from _atoms_of(s.cond)
+        for t in s.then + s.orelse:
+            yield from _stmt_vars(t)
+    elif isinstance(s, ir.For):
+        for a in (s.start, s.stop, s.step):
+            yield from _atoms_of(a)
+        for t in s.body:
+            yield from _stmt_vars(t)
+
+
+def _blocks(stmts: tuple[ir.Stmt, ...]) -> Iterator[tuple[ir.Stmt, ...]]:
+    yield stmts
+    for s in stmts:
+        if isinstance(s, ir.If):
+            yield from _blocks(s.then)
+            yield from _blocks(s.orelse)
+        elif isinstance(s, ir.For):
+            yield from _blocks(s.body)
+
+
+def fresh_tensor(call: ir.Call) -> bool:
+    """The op returns one new tensor: its schema's result is a plain ``Tensor`` (no alias annotation)."""
+    return call.op.text.rsplit("->", 1)[-1].strip() == "Tensor" and not call.op.is_inplace
+
+
+@dataclass(frozen=True)
+class ReuseSite:
+    """One op of level 3 that may write into the dead temporary at argument `position`."""
+
+    entry: Reuse
+    position: int
+    temp: ir.Var
+    made_by: str  # the op that made the temporary, for explain()
+    made_at: int  # its line
+
+
+@dataclass
+class BodyPlan:
+    """Level-specific decisions for one function body (a region's entry or a helper)."""
+
+    level: int
+    reuse: dict[int, ReuseSite] = field(default_factory=dict)  # id(Assign) -> site
+    moves: set[str] = field(default_factory=set)  # tensor variables returned by move (level 2+)
+
+
+def plan_body(stmts: tuple[ir.Stmt, ...], level: int) -> BodyPlan:
+    plan = BodyPlan(level)
+    if level < 2:
+        return plan
+    uses = collections.Counter(v.name for s in stmts for v in _stmt_vars(s))
+    # Results: a local tensor that occurs once in its return statement (params are references, not locals).
+    assigned = {t.name for b in _blocks(stmts) for s in b if isinstance(s, ir.Assign) for t in s.targets}
+    declared = {s.var.name for b in _blocks(stmts) for s in b if isinstance(s, ir.Declare)}
+    for b in _blocks(stmts):
+        for s in b:
+            if isinstance(s, ir.Return):
+                count = collections.Counter(a.name for a in s.values if isinstance(a, ir.Var))
+                plan.moves |= {
+                    a.name
+                    for a in s.values
+                    if isinstance(a, ir.Var)
+                    and a.kind in (Kind.TENSOR, Kind.TENSORS)
+                    and count[a.name] == 1
+                    and (a.name in assigned or a.name in declared)
+                }
+    if level < 3:
+        return plan
+    for block in _blocks(stmts):
+        made: dict[str, ir.Assign] = {}  # temporaries made in this block by a functional op
+        for s in block:
+            if not isinstance(s, ir.Assign):
+                continue
+            if isinstance(s.value, ir.Call) and len(s.targets) == 1:
+                site = _site(s.value, made, uses)
+                if site is not None:
+                    plan.reuse[id(s)] = site
+            single_tensor = len(s.targets) == 1 and s.targets[0].kind == Kind.TENSOR
+            if single_tensor and isinstance(s.value, ir.Call) and fresh_tensor(s.value):
+                made[s.targets[0].name] = s
+    return plan
+
+
+def _site(call: ir.Call, made: dict[str, ir.Assign], uses: collections.Counter) -> ReuseSite | None:
+    entry = reuse_for(call.op.name, call.op.overload)
+    if entry is None:
+        return None
+    for position, (sarg, a) in enumerate(zip(call.op.args, call.args, strict=True)):
+        if sarg.name not in entry.candidates or not isinstance(a, ir.Var) or a.kind != Kind.TENSOR:
+            continue
+        maker = made.get(a.name)
+        if maker is None or uses[a.name] != 1:
+            continue  # not made here, or used elsewhere too (a view, a return, a later op)
+        op = maker.value.op  # type: ignore[union-attr]
+        return ReuseSite(entry, position, a, op.name, maker.line)
+    return None
+
+
+# ---- spelling ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Constants:
+    """The statics one function body declares (level 2+), in order of first use."""
+
+    decls: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    _names: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def _name(self, key: tuple[str, str], decl: str, note: str) -> str:
+        if key not in self._names:
+            name = f"ppy_k{len(self._names)}"
+            self._names[key] = name
+            self.decls.append(decl.format(name=name))
+            self.notes.append(note)
+        return self._names[key]
+
+    def wrapped(self, value: ir.Const, where: str) -> str:
+        """A wrapped number built once; passed while nothing can observe it, a fresh one otherwise."""
+        s = cpp.scalar(cpp.atom(value), value.kind)
+        name = self._name(
+            ("wrapped", s),
+            "static const at::Tensor& {name} = ppy::constant_number(" + s + ");",
+            f"the wrapped number {value.value!r} ({where}) is built once (passed while autograd is not recording)",
+        )
+        return f"({UNOBSERVED} ? {name} : ppy::wrapped_number({s}))"
+
+    def scalar(self, text: str, shown: object) -> str:
+        decl = "static const at::Scalar {name} = " + text + ";"
+        return self._name(("scalar", text), decl, f"the Scalar {shown!r} is built once")
+
+    def ints(self, items: list[str], shown: object) -> str:
+        name = self._name(
+            ("ints", ",".join(items)),
+            "static constexpr int64_t {name}[] = {{" + ", ".join(items) + "}};",
+            f"the int list {shown!r} is built once",
+        )
+        return f"at::IntArrayRef({name})"
+
+    def string(self, value: str) -> str:
+        import json
+
+        name = self._name(
+            ("str", value),
+            "static const std::string {name} = " + json.dumps(value) + ";",
+            f"the string {value!r} is built once",
+        )
+        return name
+
+
+def call_args(call: ir.Call, consts: Constants | None, line: int) -> list[str]:
+    """``cpp.call_args``, with constants taken from `consts` (level 2+)."""
+    if consts is None:
+        return cpp.call_args(call)
+    where = f"{call.op.name}, line {line}"
+    out = []
+    for sarg, a, text in zip(call.op.args, call.args, cpp.call_args(call), strict=True):
+        base = cpp.base_type(sarg.cpp)
+        if isinstance(a, ir.WrapNumber) and isinstance(a.value, ir.Const):
+            out.append(consts.wrapped(a.value, where))
+        elif base == "at::Scalar" and isinstance(a, (ir.Const, ir.Default)) and text.startswith("at::Scalar("):
+            out.append(consts.scalar(text, a.value))
+        elif base in ("at::IntArrayRef",) and _const_ints(a) is not None and not text.startswith("c10::"):
+            values = _const_ints(a)
+            out.append(consts.ints([cpp.cpp_literal(v, Kind.INT) for v in values], list(values)) if values else text)
+        elif base in cpp.STRING_VIEWS and isinstance(a, ir.Const) and a.kind == Kind.STR:
+            out.append(f"c10::string_view({consts.string(a.value)})")
+        else:
+            out.append(text)
+    return out
+
+
+def _const_ints(a: Any) -> tuple[int, ...] | None:
+    if isinstance(a, ir.Items) and a.kind == Kind.INT and all(isinstance(i, ir.Const) for i in a.items):
+        return tuple(int(i.value) for i in a.items)
+    if isinstance(a, ir.Default) and isinstance(a.value, (list, tuple)) and all(type(v) is int for v in a.value):
+        return tuple(a.value)
+    return None
+
+
+def direct_call(call: ir.Call, args: list[str]) -> tuple[str, str] | None:
+    """Level 2: ``(C++ expression, note)`` calling ``mm``/``addmm`` where eager's composite would, else None.
+
+    ``matmul`` of two matrices is ``mm`` (ATen's ``_matmul_impl``); ``linear`` of a matrix
+    with a bias is ``addmm(bias, input, weight.t())`` (ATen's ``linear``). The condition
+    is checked per call and the composite runs otherwise.
+    """
+    name, overload = call.op.name, call.op.overload
+    if name == "matmul" and overload == "" and len(args) == 2:
+        a, b = args
+        cond = f"{a}.dim() == 2 && {b}.dim() == 2"
+        plain = f"{cpp.op_call(call.op)}({a}, {b})"
+        return f"(({cond}) ? at::_ops::mm::call({a}, {b}) : {plain})", "matmul of two matrices calls mm"
+    if name == "linear" and overload == "" and len(args) == 3:
+        bias = call.args[2]
+        if isinstance(bias, ir.Default) or (isinstance(bias, ir.Const) and bias.kind == Kind.NONE):
+            return None  # no bias: linear is matmul + nothing, left to the composite
+        x, w, b = args
+        optional = isinstance(bias, ir.Var) and bias.kind == Kind.OPT_TENSOR
+        has_bias = f"{b}.has_value() && " if optional else ""
+        bias_t = f"(*{b})" if optional else b
+        cond = f"{has_bias}{x}.dim() == 2 && {w}.dim() == 2"
+        direct = f"at::_ops::addmm::call({bias_t}, {x}, at::_ops::t::call({w}), 1, 1)"
+        plain = f"{cpp.op_call(call.op)}({x}, {w}, {b})"
+        return f"(({cond}) ? {direct} : {plain})", "linear of a matrix with a bias calls addmm"
+    return None
+
+
+DIRECT_HEADERS = ("ATen/ops/mm_ops.h", "ATen/ops/addmm_ops.h", "ATen/ops/t_ops.h")
+
+
+def reuse_lines(site: ReuseSite, call: ir.Call, args: list[str], target: str) -> list[str]:
+    """Level 3: C++ lines that set `target` from `call`, into the dead temporary when the checks pass."""
+    entry = site.entry
+    names = [a.name for a in call.op.args]
+    by_name = dict(zip(names, args, strict=True))
+    temp = args[site.position]
+    checks = [UNOBSERVED, f"ppy::reusable({temp})"]
+    checks += [f"ppy::fits({temp}, {by_name[t]})" for t in entry.tensors if by_name[t] != temp]
+    promoted = ", ".join(by_name[p] for p in entry.promote)
+    checks.append(f"ppy::result_dtype({promoted}) == {temp}.scalar_type()")
+    keys = f"ppy::keys_of({', '.join(by_name[t] for t in entry.tensors)})"
+    if entry.inplace_struct is not None and names[site.position] == "self" and site.position == 0:
+        write = f"ppy::write_into<at::_ops::{entry.inplace_struct}>({DIRECT}, {keys}, {', '.join(args)});"
+    else:
+        write = f"ppy::write_into<at::_ops::{entry.out_struct}>({DIRECT}, {keys}, {', '.join(args)}, {temp});"
+    return [
+        f"at::Tensor {target};",
+        f"if ({' && '.join(checks)}) {{",
+        f"  {write}",
+        f"  {target} = std::move({temp});",
+        "} else {",
+        f"  {target} = {cpp.op_call(call.op)}({', '.join(args)});",
+        "}",
+    ]
+
+
+def reuse_note(site: ReuseSite, call: ir.Call, line: int) -> str:
+    how = "in place" if site.entry.inplace_struct and site.position == 0 else "with out="
+    return (
+        f"line {line}: {call.op.name} writes {how} into the result of {site.made_by} (line {site.made_at}) "
+        "when autograd is not recording and it is unshared, same dtype and shape"
+    )
