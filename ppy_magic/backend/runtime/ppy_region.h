@@ -90,13 +90,17 @@ inline bool fits(const at::Tensor& t, const at::Tensor& o) {
   return true;
 }
 inline bool fits(const at::Tensor& t, const ::std::optional<at::Tensor>& o) { return !o || fits(t, *o); }
+inline bool fits(const at::Tensor&, ::std::nullopt_t) { return true; }
 
 // The dispatch keys of an op's tensor operands, for write_into.
-inline c10::DispatchKeySet keys_of(const at::Tensor& t) { return t.defined() ? t.key_set() : c10::DispatchKeySet(); }
-inline c10::DispatchKeySet keys_of(const ::std::optional<at::Tensor>& t) { return t ? keys_of(*t) : c10::DispatchKeySet(); }
+inline c10::DispatchKeySet key_set_of(const at::Tensor& t) { return t.defined() ? t.key_set() : c10::DispatchKeySet(); }
+inline c10::DispatchKeySet key_set_of(const ::std::optional<at::Tensor>& t) {
+  return t ? key_set_of(*t) : c10::DispatchKeySet();
+}
+inline c10::DispatchKeySet key_set_of(::std::nullopt_t) { return c10::DispatchKeySet(); }
 template <typename... T>
 inline c10::DispatchKeySet keys_of(const T&... t) {
-  return (keys_of(t) | ...);
+  return (key_set_of(t) | ...);
 }
 
 // Runs the in-place or out= overload Op that writes into a dead temporary. With
@@ -130,6 +134,7 @@ inline void promote(at::native::ResultTypeState& s, const ::std::optional<at::Te
 inline void promote(at::native::ResultTypeState& s, const ::std::optional<at::Scalar>& v) {
   if (v) promote(s, *v);
 }
+inline void promote(at::native::ResultTypeState&, ::std::nullopt_t) {}
 template <typename... A>
 inline at::ScalarType result_dtype(const A&... a) {
   at::native::ResultTypeState s;

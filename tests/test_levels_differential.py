@@ -1,0 +1,258 @@
+"""The differential suites at levels 1 and 3, with and without autograd recording and under inference_mode.
+
+Model code (the cell of tests/test_models.py, its control flow included), random
+programs (the fuzzer's forms) and the OpInfo entries of element-wise ops (the ops
+level 3 may run in place, and their neighbours; as OpInfo writes them, and with the
+op's first operand made in the region, ``x0.clone()``, so that level 3 may write
+into it) are compiled at level 1 and at level 3 (``-O``) and compared with eager,
+bitwise, values and strides, in each mode:
+
+- autograd recording: the inputs as the suites make them (most require grad);
+- grad mode on, nothing requiring grad: level 3 reuses temporaries with grad mode on;
+- ``torch.no_grad()``; ``torch.inference_mode()``.
+
+No mismatch, crash or fallback is allowed in any mode. Costs: two builds per suite
+(one per level); the modes rerun the same regions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import linecache
+import os
+import re
+
+import differential as diff
+import pytest
+import torch
+
+LEVELS = (1, 3)
+MODES = ("recording", "grad mode, nothing requires grad", "no_grad", "inference_mode")
+PROGRAMS = int(os.environ.get("PPY_LEVELS_PROGRAMS", "120"))
+OPINFO_SAMPLES = int(os.environ.get("PPY_LEVELS_OPINFO_SAMPLES", "4"))
+# OpInfo entries: the ops level 3 may write in place, and element-wise ops around them.
+OPINFO_NAMES = {
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "true_divide",
+    "rsub",
+    "pow",
+    "neg",
+    "abs",
+    "reciprocal",
+    "square",
+    "maximum",
+    "minimum",
+    "clamp",
+    "clamp_min",
+    "clamp_max",
+    "where",
+    "addcmul",
+    "addcdiv",
+    "lerp",
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "sin",
+    "cos",
+    "tanh",
+    "sigmoid",
+    "erf",
+    "nn.functional.relu",
+    "nn.functional.silu",
+    "nn.functional.gelu",
+    "nn.functional.softplus",
+    "nn.functional.leaky_relu",
+    "nn.functional.elu",
+    "nn.functional.hardtanh",
+    "matmul",
+    "mm",
+    "nn.functional.linear",
+    "floor_divide",
+    "remainder",
+    "atan2",
+}
+
+
+@contextlib.contextmanager
+def at_level(level: int):
+    """While active, the differential harness compiles every source at `level` (``%%ppy -O level``)."""
+    original = diff.compile_text
+
+    def compile_text(source: str, filename: str, namespace: dict | None = None):
+        from ppy_magic import backend, pipeline
+
+        ns = {"__name__": "__ppy_differential__"} if namespace is None else namespace
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        binder = pipeline.compile_source(source, ns, filename, cache=backend.shared_cache(), level_override=level)
+        pipeline.run(compile(source, filename, "exec"), ns, binder)
+        return ns, binder.report
+
+    diff.compile_text = compile_text
+    try:
+        yield
+    finally:
+        diff.compile_text = original
+
+
+def mode_context(mode: str):
+    return {
+        "recording": torch.enable_grad,
+        "grad mode, nothing requires grad": torch.enable_grad,
+        "no_grad": torch.no_grad,
+        "inference_mode": torch.inference_mode,
+    }[mode]()
+
+
+def for_mode(value, mode: str):
+    """The arguments as `mode` wants them: nothing requiring grad in the second mode."""
+    if mode != "grad mode, nothing requires grad":
+        return value
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, list):
+        return [for_mode(v, mode) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(for_mode(v, mode) for v in value)
+    if isinstance(value, dict):
+        return {k: for_mode(v, mode) for k, v in value.items()}
+    return value
+
+
+def failures_of(outcomes) -> list[str]:
+    return [f"{o}\n{diff.reproduction(o)}" for o in outcomes if o.status in diff.FAILURES]
+
+
+# ---- model code ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model_cells():
+    import test_models
+
+    cells = {}
+    for level in LEVELS:
+        with at_level(level):
+            ns, report = diff.compile_text(test_models.CELL, f"<ppy-levels-models-{level}>")
+        failed = next((r for _, r in report.python if r.startswith(diff.BUILD_FAILED)), None)
+        assert failed is None, failed
+        cells[level] = ns
+    return test_models, cells
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("level", LEVELS)
+def test_model_code_matches_eager(model_cells, level, mode):
+    test_models, cells = model_cells
+    ns = cells[level]
+    bad, ran = [], 0
+    with mode_context(mode):
+        for name, calls in test_models.CALLS.items():
+            f = ns[name]
+            if not diff.is_region(f):
+                assert name in test_models.CONTROL_FLOW, f"{name} stayed Python: {f.__ppy_reason__}"
+                continue
+            for i, make in enumerate(calls):
+                args, kwargs = make()
+                args, kwargs = for_mode(args, mode), for_mode(kwargs, mode)
+                status, detail = diff.compare_call(f, args, kwargs, grad=mode == "recording")
+                ran += status == diff.MATCH
+                if status in diff.FAILURES:
+                    bad.append(f"{name} (call {i}): {status}: {detail}")
+    assert not bad, f"level {level}, {mode}:\n" + "\n".join(bad)
+    assert ran >= 50, ran
+
+
+# ---- random programs --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def programs():
+    support = diff.probe_fuzz(diff.fuzz_forms())
+    progs = diff.generate_programs(support.forms, PROGRAMS, tuple_returns=support.tuple_returns)
+    return [p.case(f"lvprog{i}", label=f"program {i}") for i, p in enumerate(progs)]
+
+
+@pytest.fixture(scope="module")
+def program_pools():
+    return {level: {} for level in LEVELS}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("level", LEVELS)
+def test_random_programs_match_eager(programs, program_pools, level, mode):
+    cases = [dataclasses.replace(c, args=for_mode(c.args, mode), grad=mode == "recording") for c in programs]
+    stats = diff.BatchStats()
+    with at_level(level), mode_context(mode):
+        outcomes = diff.run_cases(
+            cases, prefix=f"ppy-levels-fuzz-{level}", chunk=max(len(cases), 1), stats=stats, pool=program_pools[level]
+        )
+    bad = failures_of(outcomes)
+    assert not bad, f"level {level}, {mode}: {len(bad)} programs differ or crashed:\n" + "\n\n".join(bad[:5])
+    assert not stats.build_failures, diff.build_failures_text(stats)
+    assert diff.count(outcomes)[diff.MATCH] >= len(cases) // 2
+
+
+# ---- OpInfo: element-wise ops ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ("recording", "no_grad", "inference_mode"))
+@pytest.mark.parametrize("level", LEVELS)
+def test_elementwise_opinfo_samples_match_eager(level, mode):
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    ops = [op for op in op_db if op.name in OPINFO_NAMES]
+    torch.manual_seed(0)
+    with at_level(level), mode_context(mode):
+        run = diff.run_opinfo(ops, cap=OPINFO_SAMPLES)
+    totals = run.totals()
+    bad = failures_of(run.outcomes)
+    assert not bad, f"level {level}, {mode}:\n" + "\n\n".join(bad[:5])
+    assert not run.stats.build_failures, diff.build_failures_text(run.stats)
+    assert len(run.counting) >= 30, (totals, run.counting)
+
+
+def on_a_temporary(case: diff.Case) -> diff.Case:
+    """The case with its first tensor operand replaced by ``x0.clone()``: a temporary level 3 may write into."""
+    lines = case.source.rstrip().splitlines()
+    lines[-1] = re.sub(r"\bx0\b", "x0.clone()", lines[-1], count=1)
+    source = "\n".join(lines).replace(f"def {case.name}(", f"def {case.name}_t(", 1) + "\n"
+    return dataclasses.replace(case, name=case.name + "_t", source=source)
+
+
+@pytest.fixture(scope="module")
+def opinfo_temporary_cases():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    plans = diff.plan_opinfo([op for op in op_db if op.name in OPINFO_NAMES], cap=OPINFO_SAMPLES)
+    return [on_a_temporary(c) for p in plans for cases in p.forms.values() for c in cases if isinstance(c, diff.Case)]
+
+
+@pytest.fixture(scope="module")
+def opinfo_pools():
+    return {level: {} for level in LEVELS}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("level", LEVELS)
+def test_elementwise_opinfo_samples_on_a_temporary_match_eager(opinfo_temporary_cases, opinfo_pools, level, mode):
+    """OpInfo's samples with the op's first operand made in the region: level 3 writes into it where it may."""
+    cases = [
+        dataclasses.replace(c, args=for_mode(c.args, mode), grad=c.grad and mode == "recording")
+        for c in opinfo_temporary_cases
+    ]
+    stats = diff.BatchStats()
+    with at_level(level), mode_context(mode):
+        outcomes = diff.run_cases(cases, prefix=f"ppy-levels-optemp-{level}", stats=stats, pool=opinfo_pools[level])
+    bad = failures_of(outcomes)
+    assert not bad, f"level {level}, {mode}: {len(bad)} samples differ or crashed:\n" + "\n\n".join(bad[:5])
+    assert not stats.build_failures, diff.build_failures_text(stats)
+    assert diff.count(outcomes)[diff.MATCH] >= 150, diff.count(outcomes)
