@@ -29,8 +29,11 @@ def opt(level: Any = None) -> Any:
     """Mark a function to be compiled into an ATen region by ``%%ppy`` or ``ppy FILE``.
 
     ``level`` is 0 (never compile) to 3; every level gives results bitwise
-    equal to eager. ``@ppy.opt`` and ``@ppy.opt()`` use the default level:
-    3, or ``%config PpyMagics.default_level`` in a notebook.
+    equal to eager. 1 is the straight translation; 2 builds constants once and
+    calls ``mm``/``addmm`` where eager's composites do; 3 also reuses dead
+    temporaries in place while autograd is not recording. ``@ppy.opt`` and
+    ``@ppy.opt()`` use the default level: 3, or ``%config
+    PpyMagics.default_level`` in a notebook.
     """
     if callable(level) and not isinstance(level, type):
         return opt()(level)  # bare @ppy.opt: `level` is the function

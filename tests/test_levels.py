@@ -467,3 +467,9 @@ def test_argument_handling_is_unchanged_by_levels(cells):
             f = cells[level]["list_elements"]
             xs = CALLS["list_elements"]()[0]
             assert _same(f(xs), f.__wrapped__(xs))
+
+
+def test_the_magic_documents_the_levels(ip):
+    doc = ip.find_cell_magic("ppy").__doc__
+    for words in ("1: the straight translation", "2: work done once", "3 (the default)", "explain(f)"):
+        assert words in doc, words

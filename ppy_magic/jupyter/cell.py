@@ -131,7 +131,8 @@ class PpyMagics(Magics):
         type=_level,
         default=None,
         help="Compile every @ppy.opt function of this cell at LEVEL, whatever its decorator says; "
-        "-O 0 leaves all of them Python.",
+        "-O 0 leaves all of them Python, 1 is the straight translation, 2 builds constants once, "
+        "3 also reuses dead temporaries in place while autograd is not recording.",
     )
     @_silenceable
     @cell_magic
@@ -144,6 +145,25 @@ class PpyMagics(Magics):
         A function that cannot be compiled stays Python and the output says why.
         The value of a last expression is shown, as in a plain cell.
         ``%config PpyMagics`` lists the options that apply to every cell.
+
+        Levels (``@ppy.opt(N)``, ``-O N``, ``PpyMagics.default_level``); every
+        level gives results bitwise equal to eager:
+
+        - 0: never compiled, the function stays Python.
+        - 1: the straight translation: the same ATen calls as eager, in one C++
+          call; each Python number passed as a tensor is a fresh 0-dim tensor.
+        - 2: work done once, not per call: constant numbers, int lists and
+          strings are built once; results are moved; ``x @ w`` of two matrices
+          calls ``mm`` and ``F.linear`` of a matrix with a bias calls ``addmm``,
+          as eager's own composites do.
+        - 3 (the default): level 2, and while autograd is not recording (grad
+          mode off, or no tensor argument requires grad; no forward AD,
+          functorch transform, dispatch mode or autocast), an element-wise op
+          whose operand is a temporary nothing uses afterwards writes its
+          result into it, when dtype and shape allow; otherwise the ordinary op.
+
+        ``ppy_magic.explain(f)`` lists, per level, the constants built once and
+        the temporaries reused in ``f``.
         """
         args = _parse(self.ppy, line)
         strict = args.strict or self.strict
