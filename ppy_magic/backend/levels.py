@@ -20,7 +20,8 @@ those computations.
   region made with a functional op (a plain ``Tensor`` result: no alias
   annotation), defined in the same block and used nowhere else, writes its result
   into it (in-place overload, or ``out=``) when the run-time checks of
-  ``ppy_region.h`` pass (unshared, dtype and shape of the result, layout);
+  ``ppy_region.h`` pass (unshared, dtype and shape of the result, layout, no
+  operand recorded by autograd);
   otherwise the ordinary op runs. Those writes skip the Autograd and
   ADInplaceOrView kernels when no profiler is attached (``ppy::write_into``).
 
@@ -314,7 +315,9 @@ def reuse_lines(site: ReuseSite, call: ir.Call, args: list[str], target: str) ->
     checks += [f"ppy::fits({temp}, {by_name[t]})" for t in entry.tensors if by_name[t] != temp]
     promoted = ", ".join(by_name[p] for p in entry.promote)
     checks.append(f"ppy::result_dtype({promoted}) == {temp}.scalar_type()")
-    keys = f"ppy::keys_of({', '.join(by_name[t] for t in entry.tensors)})"
+    operands = ", ".join(by_name[t] for t in entry.tensors)
+    checks.append(f"ppy::grad_free({operands})")
+    keys = f"ppy::keys_of({operands})"
     if entry.inplace_struct is not None and names[site.position] == "self" and site.position == 0:
         write = f"ppy::write_into<at::_ops::{entry.inplace_struct}>({DIRECT}, {keys}, {', '.join(args)});"
     else:

@@ -42,7 +42,10 @@ enum class PyError : int {
 // off, or no tensor argument requires grad), no tensor argument is a forward-AD
 // dual tensor or carries dispatch keys beyond a dense backend, autograd,
 // conjugate/negative bits and autocast, and no functorch transform, Python
-// dispatch mode, tracer or autocast is active.
+// dispatch mode, tracer or autocast is active. It reasons about the arguments:
+// tensors a region obtained otherwise (none today; module attributes read per
+// call would be) must join the check, or hoisted constants could be saved by a
+// graph. Level 3's writes also check their own operands (ppy::grad_free).
 struct Out {
   c10::SmallVector<at::Tensor, 4> t;
   c10::SmallVector<double, 2> f;

@@ -7,6 +7,7 @@
 #include <ATen/TensorIndexing.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/TypeProperties.h>
+#include <c10/core/GradMode.h>
 #include <ATen/ops/empty.h>
 #include <ATen/record_function.h>
 #include <ATen/ops/to.h>
@@ -91,6 +92,17 @@ inline bool fits(const at::Tensor& t, const at::Tensor& o) {
 }
 inline bool fits(const at::Tensor& t, const ::std::optional<at::Tensor>& o) { return !o || fits(t, *o); }
 inline bool fits(const at::Tensor&, ::std::nullopt_t) { return true; }
+
+// No operand of the op is recorded by autograd. Out::unobserved already says no
+// argument requires grad (or grad mode is off); this also covers tensors a region
+// obtains otherwise, so that a reused temporary is never in, or saved by, a graph.
+inline bool records(const at::Tensor& t) { return t.defined() && t.requires_grad(); }
+inline bool records(const ::std::optional<at::Tensor>& t) { return t && records(*t); }
+inline bool records(::std::nullopt_t) { return false; }
+template <typename... T>
+inline bool grad_free(const T&... t) {
+  return !c10::GradMode::is_enabled() || !(records(t) || ...);
+}
 
 // The dispatch keys of an op's tensor operands, for write_into.
 inline c10::DispatchKeySet key_set_of(const at::Tensor& t) { return t.defined() ? t.key_set() : c10::DispatchKeySet(); }
