@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import linecache
+import functools
 import os
 import re
 
-import differential as diff
 import pytest
 import torch
+
+from tests.support import batch, cells, eager, fuzz, opinfo, outcomes
+from tests.support.outcomes import FAILURES, MATCH, Case
 
 LEVELS = (1, 3)
 MODES = ("recording", "grad mode, nothing requires grad", "no_grad", "inference_mode")
@@ -85,22 +87,12 @@ OPINFO_NAMES = {
 @contextlib.contextmanager
 def at_level(level: int):
     """While active, the differential harness compiles every source at `level` (``%%ppy -O level``)."""
-    original = diff.compile_text
-
-    def compile_text(source: str, filename: str, namespace: dict | None = None):
-        from ppy_magic import backend, pipeline
-
-        ns = {"__name__": "__ppy_differential__"} if namespace is None else namespace
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        binder = pipeline.compile_source(source, ns, filename, cache=backend.shared_cache(), level_override=level)
-        pipeline.run(compile(source, filename, "exec"), ns, binder)
-        return ns, binder.report
-
-    diff.compile_text = compile_text
+    original = batch.compile_cell
+    batch.compile_cell = functools.partial(original, level_override=level)
     try:
         yield
     finally:
-        diff.compile_text = original
+        batch.compile_cell = original
 
 
 def mode_context(mode: str):
@@ -127,8 +119,8 @@ def for_mode(value, mode: str):
     return value
 
 
-def failures_of(outcomes) -> list[str]:
-    return [f"{o}\n{diff.reproduction(o)}" for o in outcomes if o.status in diff.FAILURES]
+def failures_of(results) -> list[str]:
+    return [f"{o}\n{outcomes.reproduction(o)}" for o in results if o.status in FAILURES]
 
 
 # ---- model code ----------------------------------------------------------------------------------------
@@ -136,36 +128,35 @@ def failures_of(outcomes) -> list[str]:
 
 @pytest.fixture(scope="module")
 def model_cells():
-    import test_models
+    from tests import test_models
 
-    cells = {}
+    built = {}
     for level in LEVELS:
-        with at_level(level):
-            ns, report = diff.compile_text(test_models.CELL, f"<ppy-levels-models-{level}>")
-        failed = next((r for _, r in report.python if r.startswith(diff.BUILD_FAILED)), None)
+        ns, report = cells.compile_cell(test_models.CELL, filename=f"<ppy-levels-models-{level}>", level_override=level)
+        failed = next((r for _, r in report.python if r.startswith(batch.BUILD_FAILED)), None)
         assert failed is None, failed
-        cells[level] = ns
-    return test_models, cells
+        built[level] = ns
+    return test_models, built
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("level", LEVELS)
 def test_model_code_matches_eager(model_cells, level, mode):
-    test_models, cells = model_cells
-    ns = cells[level]
+    test_models, built = model_cells
+    ns = built[level]
     bad, ran = [], 0
     with mode_context(mode):
         for name, calls in test_models.CALLS.items():
             f = ns[name]
-            if not diff.is_region(f):
+            if not cells.is_region(f):
                 assert name in test_models.CONTROL_FLOW, f"{name} stayed Python: {f.__ppy_reason__}"
                 continue
             for i, make in enumerate(calls):
                 args, kwargs = make()
                 args, kwargs = for_mode(args, mode), for_mode(kwargs, mode)
-                status, detail = diff.compare_call(f, args, kwargs, grad=mode == "recording")
-                ran += status == diff.MATCH
-                if status in diff.FAILURES:
+                status, detail = eager.compare_call(f, args, kwargs, grad=mode == "recording")
+                ran += status == MATCH
+                if status in FAILURES:
                     bad.append(f"{name} (call {i}): {status}: {detail}")
     assert not bad, f"level {level}, {mode}:\n" + "\n".join(bad)
     assert ran >= 50, ran
@@ -176,8 +167,8 @@ def test_model_code_matches_eager(model_cells, level, mode):
 
 @pytest.fixture(scope="module")
 def programs():
-    support = diff.probe_fuzz(diff.fuzz_forms())
-    progs = diff.generate_programs(support.forms, PROGRAMS, tuple_returns=support.tuple_returns)
+    support = fuzz.probe_fuzz(fuzz.fuzz_forms())
+    progs = fuzz.generate_programs(support.forms, PROGRAMS, tuple_returns=support.tuple_returns)
     return [p.case(f"lvprog{i}", label=f"program {i}") for i, p in enumerate(progs)]
 
 
@@ -190,15 +181,15 @@ def program_pools():
 @pytest.mark.parametrize("level", LEVELS)
 def test_random_programs_match_eager(programs, program_pools, level, mode):
     cases = [dataclasses.replace(c, args=for_mode(c.args, mode), grad=mode == "recording") for c in programs]
-    stats = diff.BatchStats()
+    stats = batch.BatchStats()
     with at_level(level), mode_context(mode):
-        outcomes = diff.run_cases(
+        results = batch.run_cases(
             cases, prefix=f"ppy-levels-fuzz-{level}", chunk=max(len(cases), 1), stats=stats, pool=program_pools[level]
         )
-    bad = failures_of(outcomes)
+    bad = failures_of(results)
     assert not bad, f"level {level}, {mode}: {len(bad)} programs differ or crashed:\n" + "\n\n".join(bad[:5])
-    assert not stats.build_failures, diff.build_failures_text(stats)
-    assert diff.count(outcomes)[diff.MATCH] >= len(cases) // 2
+    assert not stats.build_failures, batch.build_failures_text(stats)
+    assert outcomes.count(results)[MATCH] >= len(cases) // 2
 
 
 # ---- OpInfo: element-wise ops ---------------------------------------------------------------------------------
@@ -212,15 +203,15 @@ def test_elementwise_opinfo_samples_match_eager(level, mode):
     ops = [op for op in op_db if op.name in OPINFO_NAMES]
     torch.manual_seed(0)
     with at_level(level), mode_context(mode):
-        run = diff.run_opinfo(ops, cap=OPINFO_SAMPLES)
+        run = opinfo.run_opinfo(ops, cap=OPINFO_SAMPLES)
     totals = run.totals()
     bad = failures_of(run.outcomes)
     assert not bad, f"level {level}, {mode}:\n" + "\n\n".join(bad[:5])
-    assert not run.stats.build_failures, diff.build_failures_text(run.stats)
+    assert not run.stats.build_failures, batch.build_failures_text(run.stats)
     assert len(run.counting) >= 30, (totals, run.counting)
 
 
-def on_a_temporary(case: diff.Case) -> diff.Case:
+def on_a_temporary(case: Case) -> Case:
     """The case with its first tensor operand replaced by ``x0.clone()``: a temporary level 3 may write into."""
     lines = case.source.rstrip().splitlines()
     lines[-1] = re.sub(r"\bx0\b", "x0.clone()", lines[-1], count=1)
@@ -232,8 +223,8 @@ def on_a_temporary(case: diff.Case) -> diff.Case:
 def opinfo_temporary_cases():
     from torch.testing._internal.common_methods_invocations import op_db
 
-    plans = diff.plan_opinfo([op for op in op_db if op.name in OPINFO_NAMES], cap=OPINFO_SAMPLES)
-    return [on_a_temporary(c) for p in plans for cases in p.forms.values() for c in cases if isinstance(c, diff.Case)]
+    plans = opinfo.plan_opinfo([op for op in op_db if op.name in OPINFO_NAMES], cap=OPINFO_SAMPLES)
+    return [on_a_temporary(c) for p in plans for cases in p.forms.values() for c in cases if isinstance(c, Case)]
 
 
 @pytest.fixture(scope="module")
@@ -249,10 +240,10 @@ def test_elementwise_opinfo_samples_on_a_temporary_match_eager(opinfo_temporary_
         dataclasses.replace(c, args=for_mode(c.args, mode), grad=c.grad and mode == "recording")
         for c in opinfo_temporary_cases
     ]
-    stats = diff.BatchStats()
+    stats = batch.BatchStats()
     with at_level(level), mode_context(mode):
-        outcomes = diff.run_cases(cases, prefix=f"ppy-levels-optemp-{level}", stats=stats, pool=opinfo_pools[level])
-    bad = failures_of(outcomes)
+        results = batch.run_cases(cases, prefix=f"ppy-levels-optemp-{level}", stats=stats, pool=opinfo_pools[level])
+    bad = failures_of(results)
     assert not bad, f"level {level}, {mode}: {len(bad)} samples differ or crashed:\n" + "\n\n".join(bad[:5])
-    assert not stats.build_failures, diff.build_failures_text(stats)
-    assert diff.count(outcomes)[diff.MATCH] >= 150, diff.count(outcomes)
+    assert not stats.build_failures, batch.build_failures_text(stats)
+    assert outcomes.count(results)[MATCH] >= 150, outcomes.count(results)
