@@ -44,7 +44,9 @@ def failed(x):
 
 
 class FakeRegion:
-    def __init__(self, fn, module, index, kinds, ret, mask, names, defaults, notes, result_types) -> None:
+    def __init__(
+        self, fn, module, index, kinds, ret, mask, names, defaults, notes, result_types, check_unobserved=False
+    ) -> None:
         self.fn, self.index = fn, index
         self.__ppy_region__ = True
 
