@@ -94,6 +94,8 @@ FALLBACKS = FallbackLog()
 
 
 def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level: int) -> Any:
+    """The RegionFunction of `spec` in `module`, standing for `fn`. A region that reads modules
+    (a method) gets its plan at its first call, when the classes it names exist."""
     devices = built_device_types()
     region = runtime.RegionFunction(
         fn,
@@ -109,7 +111,77 @@ def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level
     )
     functools.update_wrapper(region, fn)
     region.__ppy_info__ = RegionInfo(spec, module.__name__, devices, level)
+    if spec.plan is not None:
+        runtime.set_resolver(region, PlanResolver(runtime, spec, fn))
     return region
+
+
+class PlanResolver:
+    """Gives a method region its plan once the classes the plan names exist (the cell has run).
+
+    A class of the cell is the one whose methods were compiled from the cell's lines: the
+    region's own class (``__set_name__``), or the class of that name in the function's
+    globals whose code lies in those lines. Until then the call runs the Python method."""
+
+    def __init__(self, runtime: Any, spec: RegionSpec, fn: Callable):
+        self.runtime = runtime
+        self.spec = spec
+        self.fn = fn
+
+    def __call__(self, region: Any) -> str | None:
+        plan = self.spec.plan
+        classes = {}
+        for ref in plan.classes():
+            cls = self.resolve(ref, region)
+            if isinstance(cls, str):
+                return cls
+            classes[ref] = cls
+        layouts = tuple(
+            (
+                classes.get(lay.cls) if lay.cls is not None else None,
+                lay.module,
+                lay.inline,
+                lay.keyed,
+                lay.name,
+                tuple((s.name, s.how, s.kind, s.optional, s.subs, s.pos) for s in lay.slots),
+            )
+            for lay in plan.layouts
+        )
+        self.runtime.set_plan(region, (plan.params, layouts, global_hook_dicts()))
+        return None
+
+    def resolve(self, ref: Any, region: Any) -> Any:
+        if ref.obj is not None:
+            return ref.obj
+        owner = getattr(region, "__ppy_owner__", None)
+        first, last = ref.cell
+        if owner is not None and owner.__name__ == ref.name and _defined_in(owner, self.spec.filename, first, last):
+            return owner
+        cls = getattr(self.fn, "__globals__", {}).get(ref.name)
+        if isinstance(cls, type) and _defined_in(cls, self.spec.filename, first, last):
+            return cls
+        return f"the class {ref.name} of its cell is not defined yet (or was redefined)"
+
+
+def _defined_in(cls: type, filename: str, first: int, last: int) -> bool:
+    """Whether `cls` is the class written at lines `first`..`last` of `filename`."""
+    for value in vars(cls).values():
+        code = getattr(getattr(value, "__wrapped__", value), "__code__", None)
+        if code is not None and code.co_filename == filename and first <= code.co_firstlineno <= last:
+            return True
+    return False
+
+
+def global_hook_dicts() -> tuple[dict, ...]:
+    """torch's global module hooks: a region that calls submodules inline cannot run them."""
+    from torch.nn.modules import module as m
+
+    return (
+        m._global_forward_hooks,
+        m._global_forward_pre_hooks,
+        m._global_backward_hooks,
+        m._global_backward_pre_hooks,
+    )
 
 
 @dataclass

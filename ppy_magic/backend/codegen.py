@@ -43,6 +43,8 @@ class RegionSpec:
     frozen_globals: dict[str, Any]  # global name -> the value compiled in
     cpp: str  # this region's C++ (helpers and entry), for explain()
     result_types: tuple[type, ...] = ()  # the torch.return_types named tuples it returns
+    owner: str | None = None  # a method: its class's name
+    plan: Any = None  # modules.Plan: what the runtime reads of module parameters
 
 
 @dataclass(frozen=True)
@@ -232,6 +234,8 @@ class Emitter:
                 elif a.kind == Kind.TENSORS:
                     self.out(depth, f"ppy_out->i.push_back(static_cast<int64_t>({atom(a)}.size()));")
                     self.out(depth, f"for (const at::Tensor& ppy_t : {atom(a)}) ppy_out->t.push_back(ppy_t);")
+                elif a.kind == Kind.OPT_TENSOR:  # an undefined tensor stands for None
+                    self.out(depth, f"ppy_out->t.emplace_back({atom(a)}.has_value() ? *{atom(a)} : at::Tensor());")
             self.out(depth, "return;")
         else:
             raise TypeError(s)
@@ -248,6 +252,8 @@ def _param_decl(p: ir.Param, i: int) -> str:
         return f"const {ctype}& {n} = *ppy_args[{i}].tl;"
     if p.kind == Kind.STR:
         return f"const {ctype} {n} = ppy_args[{i}].s;"
+    if p.kind == Kind.MODULE:
+        return f"{ctype} {n} = ppy_args[{i}].m;"
     field = "f" if p.kind == Kind.FLOAT else "i"
     return f"const {ctype} {n} = static_cast<{ctype}>(ppy_args[{i}].{field});"
 
@@ -363,6 +369,8 @@ def generate(functions: list[ir.Function]) -> CellCode:
                 frozen_globals=dict(fn.frozen_globals),
                 cpp="\n".join(body),
                 result_types=fn.result_types,
+                owner=fn.owner,
+                plan=fn.plan,
             )
         )
     entries = ", ".join(f'{{"{s.name}", &ppy_r{s.index}::{s.symbol}}}' for s in specs) or "{nullptr, nullptr}"

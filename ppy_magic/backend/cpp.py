@@ -38,6 +38,8 @@ CPP_TYPES = {
     Kind.TENSORS: "std::vector<at::Tensor>",
     Kind.OPT_TENSOR: "std::optional<at::Tensor>",
     Kind.DEVICE: "at::Device",
+    Kind.MODULE: "const ppy::Arg*",  # the slots the runtime read of one module
+    Kind.MODULES: "const ppy::Arg*",  # the slot of a list of modules: .i of them at .m
 }
 SCALAR_TYPES = {Kind.FLOAT: "double", Kind.INT: "int64_t", Kind.BOOL: "bool"}
 # What a variable declared before it is set (a join of branches, a loop-carried value) starts as.
@@ -247,6 +249,22 @@ INTRINSICS: dict[str, Template] = {
     "str_concat": _str_concat,
     # checks
     "check_range_step": "ppy::check_range_step({0})",
+    # attributes of modules: ppy::Arg slots the runtime filled before the region ran
+    "attr_tensor": "(*{0}[{1}].t)",
+    "attr_opt_tensor": "({0}[{1}].none ? std::optional<at::Tensor>() : std::optional<at::Tensor>(*{0}[{1}].t))",
+    "attr_float": "{0}[{1}].f",
+    "attr_int": "{0}[{1}].i",
+    "attr_bool": "({0}[{1}].i != 0)",
+    "attr_str": 'std::string({0}[{1}].s ? {0}[{1}].s : "")',
+    "attr_ints": "(*{0}[{1}].ints)",
+    "attr_is_none": "{0}[{1}].none",
+    "attr_module": "{0}[{1}].m",
+    "attr_modules": "(&{0}[{1}])",
+    "attr_variant": "{0}[{1}].i",
+    "modules_len": "{0}->i",
+    "modules_item": "ppy::module_item({0}, {1})",
+    "modules_at": "{0}->m[{1}].m",
+    "tensor_to_float": "ppy::tensor_to_double({0})",
 }
 
 _PLACEHOLDER = re.compile(r"\{(\d+)\}")

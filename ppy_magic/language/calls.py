@@ -17,16 +17,20 @@ from typing import Any
 import torch
 
 from ..errors import CompileError
-from . import adapters, ir, ops
+from . import adapters, ir, nn_modules, ops
 from .ir import Kind
 from .namespace import Globals, collect_globals
 from .values import (
     MATH_FUNCTIONS,
     PLAIN_FUNCTION,
     PLAIN_FUNCTION_HINT,
+    BoundMethod,
     CellFunction,
+    ModuleValue,
+    OptionalScalar,
     Static,
     TensorMethod,
+    UnionValue,
     Unsupported,
     atoms_of,
     constant,
@@ -51,6 +55,12 @@ class CallCompiler:
             return self.method_call(node, func, args, kwargs)
         if isinstance(func, Static):
             return self.static_call(node, func.value, args, kwargs)
+        if isinstance(func, ModuleValue):  # module(x): its forward, where nn.Module.__call__ would run it
+            return self.call_module(node, func, args, kwargs)
+        if isinstance(func, BoundMethod):  # self.method(x), module.forward(x): no hooks
+            return self.call_module(node, func.module, args, kwargs, method=func.name, hooks=False)
+        if isinstance(func, UnionValue):
+            return self.call_union(node, func, args, kwargs)
         raise self.error(node.func, f"calling {ops.describe(func)} is not supported in a region")
 
     def call_args(self, elts: list[ast.expr]) -> list[Any]:
@@ -110,6 +120,11 @@ class CallCompiler:
         name = adapters.lookup(fn)
         if name is not None:
             return self.call_adapter(node, name, args, kwargs)
+        name = nn_modules.helper_name(fn)
+        if name is not None and self.adapter:
+            defs, lines = nn_modules.definitions()
+            g = Globals(nn_modules.namespace())
+            return self.call_helper(node, defs[name], g, "<adapter>", lines, args, kwargs, adapter=True)
         callee = self.callee_def(fn)
         if callee is not None:
             return self.call_user(node, callee, args, kwargs)
@@ -150,9 +165,13 @@ class CallCompiler:
                 if isinstance(v, ir.Tup):
                     return ir.Const(want in (tuple, list), Kind.BOOL)
                 return ir.Const(getattr(v, "kind", None) in kinds[want], Kind.BOOL)
+        if len(args) == 1 and isinstance(args[0], ModuleValue) and fn is len:
+            return self.module_len(node, args[0])
         if len(args) == 1:
             v = args[0]
             kind = getattr(v, "kind", None)
+            if fn is float and kind == Kind.TENSOR:  # Tensor.__float__
+                return self.intrinsic("tensor_to_float", Kind.FLOAT, v)
             if isinstance(v, ir.Const) and fn is not len:
                 return self.fold(node, fn, v)
             if fn is len:
@@ -250,9 +269,10 @@ class CallCompiler:
         args: list,
         kwargs: dict,
         adapter: bool,
+        display: str | None = None,
     ) -> Any:
-        who = fdef.name
-        if not adapter and (who in self.ctx.stack or who == self.region_name):
+        who = display or fdef.name
+        if not adapter and (fdef in self.ctx.stack or fdef is self.ctx.root):
             raise self.error(node, f"'{who}' calls itself; recursion is not supported in a region")
         params = fdef.args
         if params.kwarg or params.kwonlyargs or params.posonlyargs or (params.vararg and not adapter):
@@ -279,7 +299,7 @@ class CallCompiler:
                 bound[n] = c
         key = (id(fdef), tuple((n, structure_of(bound[n])) for n in names))
         if key not in self.ctx.specialised:
-            self.ctx.specialised[key] = self.specialise(node, fdef, g, filename, lines, names, bound, adapter)
+            self.ctx.specialised[key] = self.specialise(node, fdef, g, filename, lines, names, bound, adapter, who)
         symbol, structure, kinds = self.ctx.specialised[key]
         runtime_args = tuple(a for n in names for a in atoms_of(bound[n]) if isinstance(a, ir.Var))
         targets = tuple(self.new_var("r", k) for k in kinds)
@@ -297,12 +317,13 @@ class CallCompiler:
         names: list[str],
         bound: dict,
         adapter: bool,
+        who: str,
     ) -> tuple[str, Any, tuple[Kind, ...]]:
         sub = type(self)(fdef, g, filename, lines, self.ctx, region_name=self.region_name, adapter=adapter, helper=True)
         params: list[ir.Var] = []
         for n in names:
             sub.locals[n] = sub.rename_params(bound[n], n, params)
-        self.ctx.stack.append(fdef.name)
+        self.ctx.stack.append(fdef)
         try:
             sub.compile_body(fdef.body)
         except Unsupported:
@@ -318,10 +339,10 @@ class CallCompiler:
             sub.returns.append((ir.HELPER_RETURN, structure_of(ir.Const(None, Kind.NONE))))
         structures = {s for _, s in sub.returns}
         if len(structures) != 1:
-            raise self.error(node, f"'{fdef.name}' returns different kinds of value on different paths")
+            raise self.error(node, f"'{who}' returns different kinds of value on different paths")
         structure = structures.pop()
         kinds = kinds_of(structure)
-        symbol = f"ppy_fn_{len(self.ctx.helpers)}_{fdef.name.strip('_')}"
+        symbol = f"ppy_fn_{len(self.ctx.helpers)}_{who.replace('.', '_').strip('_')}"
         body = tuple(sub.body)
         self.ctx.helpers.append(ir.Helper(symbol, tuple(params), body, kinds, not adapter))
         if not adapter:
@@ -334,6 +355,14 @@ class CallCompiler:
         """A helper's view of an argument: runtime atoms become its parameters, the rest stays static."""
         if isinstance(value, ir.Tup):
             return ir.Tup(tuple(self.rename_params(v, name, params) for v in value.items), value.structseq)
+        if isinstance(value, ModuleValue):
+            return ModuleValue(self.rename_params(value.atom, name, params), value.mtype, name)
+        if isinstance(value, OptionalScalar):
+            none = self.rename_params(value.none, f"{name}_is_none", params)
+            return OptionalScalar(none, self.rename_params(value.value, name, params), name)
+        if isinstance(value, UnionValue):
+            tag = self.rename_params(value.tag, f"{name}_option", params)
+            return UnionValue(tag, self.rename_params(value.module, name, params), value.options, name)
         if isinstance(value, ir.Var):
             var = self.new_var(name, value.kind)
             params.append(var)

@@ -14,6 +14,7 @@ from typing import Any
 
 from . import ir, ops
 from .ir import Kind
+from .modules import dotted
 from .values import (
     COMPARE_INTRINSICS,
     FLOAT_BINOPS,
@@ -25,9 +26,12 @@ from .values import (
     PY_UNARYOPS,
     SYMBOLS,
     CellFunction,
+    ModuleValue,
+    OptionalScalar,
     Static,
     TensorMethod,
     Unbound,
+    UnionValue,
     constant,
     describe_node,
 )
@@ -71,7 +75,12 @@ class ExpressionCompiler:
         return Static(value)
 
     def visit_Attribute(self, node: ast.Attribute) -> Any:
+        key = dotted(node)
+        if key is not None and key in self.locals and not isinstance(self.locals[key], Unbound):
+            return self.locals[key]  # narrowed by `if self.x is not None:`
         base = self.value(node.value)
+        if isinstance(base, ModuleValue):
+            return self.module_attribute(node, base)
         if isinstance(base, Static):
             try:
                 attr = getattr(base.value, node.attr)
@@ -394,6 +403,15 @@ class ExpressionCompiler:
         if isinstance(b, ir.Const) and b.kind == Kind.NONE:
             a, b = b, a
         if isinstance(a, ir.Const) and a.kind == Kind.NONE:
+            if isinstance(b, OptionalScalar):
+                return b.none if is_ else self.intrinsic("not", Kind.BOOL, b.none)
+            if isinstance(b, UnionValue):
+                if None not in b.options:
+                    return ir.Const(not is_, Kind.BOOL)
+                none = ir.Const(b.options.index(None), Kind.INT)
+                return self.intrinsic("eq" if is_ else "ne", Kind.BOOL, b.tag, none)
+            if isinstance(b, ModuleValue):
+                return ir.Const(not is_, Kind.BOOL)
             kind = getattr(b, "kind", None)
             if kind == Kind.OPT_TENSOR:
                 return self.intrinsic("is_none" if is_ else "is_not_none", Kind.BOOL, b)

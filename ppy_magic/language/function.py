@@ -31,9 +31,10 @@ from .calls import CallCompiler
 from .expressions import ExpressionCompiler
 from .indexing import IndexCompiler
 from .ir import Kind
+from .modules import LayoutBuilder, ModuleCompiler, freeze_plan
 from .namespace import Globals, function_key, static_value
 from .statements import StatementCompiler
-from .values import ANNOTATIONS, HINTS, Unsupported, describe_node, is_literal
+from .values import ANNOTATIONS, HINTS, ModuleValue, Unsupported, describe_node, is_literal
 
 # ---- located errors ------------------------------------------------------------------------------
 
@@ -76,6 +77,10 @@ class Context:
     frozen: dict[str, Any] = field(default_factory=dict)
     result_types: list[Any] = field(default_factory=list)
     source_lines: dict[int, str] = field(default_factory=dict)
+    classes: Any = None  # classes.Classes of the region's source
+    layouts: list[LayoutBuilder] = field(default_factory=list)  # what the runtime reads of modules
+    layout_index: dict[Any, LayoutBuilder] = field(default_factory=dict)
+    root: Any = None  # the region's own definition (recursion)
 
 
 @dataclass
@@ -87,7 +92,9 @@ class Block:
     terminated: bool = False
 
 
-class FunctionCompiler(StatementCompiler, ExpressionCompiler, IndexCompiler, CallCompiler, ast.NodeVisitor):
+class FunctionCompiler(
+    StatementCompiler, ExpressionCompiler, IndexCompiler, CallCompiler, ModuleCompiler, ast.NodeVisitor
+):
     """Turns one FunctionDef into statements; raises CompileError otherwise."""
 
     def __init__(
@@ -116,6 +123,10 @@ class FunctionCompiler(StatementCompiler, ExpressionCompiler, IndexCompiler, Cal
         self.returns: list[tuple[str, Any]] = []  # (spec, structure) of each return
         self.terminated = False
         self._stmt: ast.stmt | None = None
+
+    @property
+    def classes(self) -> Any:
+        return self.ctx.classes
 
     # -- errors ------------------------------------------------------------------
     def error(self, node: ast.AST, message: str, hint: str | None = None) -> CompileError:
@@ -250,15 +261,50 @@ def _param_kind(compiler: FunctionCompiler, arg: ast.arg, default: ast.expr | No
     )
 
 
-def translate(fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list[str], level: int) -> ir.Function:
+def classes_of(g: Globals, filename: str, source_lines: list[str]) -> Any:
+    """The class models of one source, made once (``classes.Classes``)."""
+    from .classes import Classes
+
+    found = g.cache.get("classes")
+    if found is None:
+        found = g.cache["classes"] = Classes(g, filename, source_lines)
+    return found
+
+
+def translate(
+    fn: ast.FunctionDef,
+    g: Globals,
+    filename: str,
+    source_lines: list[str],
+    level: int,
+    owner: ast.ClassDef | None = None,
+) -> ir.Function:
     """The IR of a function the front door accepted (plain positional parameters, no decorators
-    but @ppy.opt, not async, no generator); CompileError if its body is outside the language."""
-    ctx = Context()
+    but @ppy.opt, not async, no generator); CompileError if its body is outside the language.
+    A method (`owner` is its class) reads its first parameter's attributes through the plan."""
+    from .classes import ClassRef, ModType
+
+    ctx = Context(classes=classes_of(g, filename, source_lines), root=fn)
     comp = FunctionCompiler(fn, g, filename, source_lines, ctx, region_name=fn.name)
     a = fn.args
     params = []
+    param_layouts = []
     defaults = [None] * (len(a.args) - len(a.defaults)) + list(a.defaults)
-    for arg, default in zip(a.args, defaults, strict=True):
+    for i, (arg, default) in enumerate(zip(a.args, defaults, strict=True)):
+        if owner is not None and i == 0:
+            ref = ClassRef(owner.name, None, (owner.lineno, owner.end_lineno or owner.lineno))
+            model = ctx.classes.model(ref)
+            if model.problem:
+                raise comp.error(owner, f"the methods of {owner.name} cannot be compiled: {model.problem}")
+            if default is not None:
+                raise comp.error(default, f"'{arg.arg}' is the instance: it cannot have a default")
+            var = comp.new_var(arg.arg, Kind.MODULE)
+            mtype = ModType(ref, module=model.module)
+            comp.locals[arg.arg] = ModuleValue(var, mtype, arg.arg)
+            params.append(ir.Param(var.name, Kind.MODULE))
+            param_layouts.append(comp.layout(mtype).index)
+            continue
+        param_layouts.append(-1)
         kind = _param_kind(comp, arg, default)
         value, has_default = None, default is not None
         if has_default:
@@ -296,7 +342,7 @@ def translate(fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list
     lines.update(ctx.source_lines)
     return ir.Function(
         name=fn.name,
-        qualname=fn.name,
+        qualname=f"{owner.name}.{fn.name}" if owner is not None else fn.name,
         params=tuple(params),
         body=tuple(comp.body),
         level=level,
@@ -308,4 +354,6 @@ def translate(fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list
         result_types=tuple(ctx.result_types),
         source_lines=lines,
         frozen_globals=dict(ctx.frozen),
+        owner=owner.name if owner is not None else None,
+        plan=freeze_plan(ctx.layouts, param_layouts),
     )

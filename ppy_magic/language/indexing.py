@@ -13,7 +13,7 @@ from typing import Any
 
 from . import ir, ops
 from .ir import Kind
-from .values import Static
+from .values import ModuleValue, Static
 
 
 class IndexCompiler:
@@ -21,6 +21,10 @@ class IndexCompiler:
         base = self.value(node.value)
         if isinstance(base, ir.Tup):
             return self.tuple_index(node, base)
+        if isinstance(base, ModuleValue):  # a ModuleList, Sequential or ModuleDict
+            if isinstance(node.slice, ast.Slice):
+                raise self.error(node, "slicing modules is not supported in a region")
+            return self.module_index(node, base, self.value(node.slice))
         kind = getattr(base, "kind", None)
         if kind in (Kind.INTS, Kind.TENSORS):
             return self.sequence_index(node, base)

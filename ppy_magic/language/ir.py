@@ -34,6 +34,8 @@ class Kind(str, Enum):
     OPT_TENSOR = "O"  # a tensor or None
     DEVICE = "D"  # a torch.device read from a tensor
     ENUM = "o"  # a torch enum constant with no arithmetic: a memory format or a layout
+    MODULE = "M"  # an nn.Module (or plain object) whose attributes the runtime read at the call
+    MODULES = "m"  # the modules of a ModuleList or Sequential of one class, read at the call
 
     def __str__(self) -> str:
         return self.value
@@ -55,6 +57,8 @@ KIND_NAMES = {
     Kind.OPT_TENSOR: "Tensor | None",
     Kind.DEVICE: "torch.device",
     Kind.ENUM: "constant",
+    Kind.MODULE: "a module",
+    Kind.MODULES: "a list of modules",
 }
 # The runtime's return-spec letter of each kind a region can return ("(...)" nests, "R<k>(...)" is a named tuple).
 RETURN_CODES = {
@@ -65,6 +69,7 @@ RETURN_CODES = {
     Kind.NONE: "N",
     Kind.TENSORS: "V",
     Kind.INTS: "S",
+    Kind.OPT_TENSOR: "O",
 }
 HELPER_RETURN = "helper"  # the spec of a helper's return: the runtime atoms, as a tuple
 
@@ -164,6 +169,22 @@ INTRINSICS: dict[str, str] = {
     "str_concat": "str(a) + str(b) + ..., each formatted as Python's str() (any number of operands)",
     # checks
     "check_range_step": "raise ValueError as range() does for a zero step",
+    # attributes of a module (or object), read by the runtime at the call: operands (module, slot)
+    "attr_tensor": "a tensor attribute",
+    "attr_opt_tensor": "a tensor-or-None attribute",
+    "attr_float": "a float attribute (of a float-or-None one: the float, once tested not None)",
+    "attr_int": "an int attribute (likewise)",
+    "attr_bool": "a bool attribute (likewise)",
+    "attr_str": "a str attribute (likewise)",
+    "attr_ints": "a tuple-of-ints attribute (likewise)",
+    "attr_is_none": "whether an X-or-None attribute is None",
+    "attr_module": "a submodule (of a union: the one it is)",
+    "attr_modules": "the modules of a ModuleList or Sequential of one class",
+    "attr_variant": "which of a union's options a submodule is (its index)",
+    "modules_len": "len() of a list of modules",
+    "modules_item": "modules[i], as ModuleList and Sequential index (IndexError); operands (modules, i)",
+    "modules_at": "modules[i], 0 <= i < len known to hold",
+    "tensor_to_float": "float(t): the value of a one-element tensor (ValueError otherwise), as Tensor.__float__",
 }
 
 
@@ -366,6 +387,8 @@ class Function:
     result_types: tuple[Any, ...] = ()  # structseq types named by 'R<k>' in ret
     source_lines: dict[int, str] = field(default_factory=dict, compare=False)
     frozen_globals: dict[str, Any] = field(default_factory=dict, compare=False)
+    owner: str | None = None  # a method: the name of its class
+    plan: Any = None  # what the runtime reads of module parameters (modules.Plan), or None
 
     @property
     def kinds(self) -> str:

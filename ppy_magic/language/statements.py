@@ -13,14 +13,18 @@ from typing import Any
 
 from . import ir, ops
 from .ir import Kind
+from .modules import dotted
 from .namespace import static_value
 from .values import (
     HINTS,
     RAISABLE_ERRORS,
     SYMBOLS,
     UNBOUND,
+    ModuleValue,
+    OptionalScalar,
     StarredRest,
     Unbound,
+    UnionValue,
     atoms_of,
     describe_node,
     structure_of,
@@ -208,18 +212,23 @@ class StatementCompiler:
         self.branch(node, test, node.body, node.orelse, narrowed)
 
     def narrowing(self, test: ast.expr) -> tuple[str, bool] | None:
-        """`x is None` / `x is not None` on a Tensor-or-None name: (name, branch where it is a Tensor)."""
+        """`x is None` / `x is not None` on a name (or `self.x`) that may be None: (the name or
+        ``self.x``, the branch where it is not None)."""
         if (
             isinstance(test, ast.Compare)
             and len(test.ops) == 1
-            and isinstance(test.left, ast.Name)
             and isinstance(test.ops[0], (ast.Is, ast.IsNot))
             and isinstance(test.comparators[0], ast.Constant)
             and test.comparators[0].value is None
         ):
-            value = self.locals.get(test.left.id)
-            if getattr(value, "kind", None) == Kind.OPT_TENSOR:
-                return test.left.id, isinstance(test.ops[0], ast.IsNot)
+            key = test.left.id if isinstance(test.left, ast.Name) else dotted(test.left)
+            if key is None:
+                return None
+            value = self.locals.get(key)
+            if (value is None or isinstance(value, Unbound)) and "." in key:
+                value = self.visit(test.left)
+            if getattr(value, "kind", None) == Kind.OPT_TENSOR or isinstance(value, (OptionalScalar, UnionValue)):
+                return key, isinstance(test.ops[0], ast.IsNot)
         return None
 
     def branch(
@@ -234,9 +243,8 @@ class StatementCompiler:
         paths = []
         for stmts, which in ((then, True), (orelse, False)):
             with self.block(before) as path:
-                if narrowed is not None and narrowed[1] == which:
-                    name = narrowed[0]
-                    self.locals[name] = self.intrinsic("unwrap_optional", Kind.TENSOR, self.locals[name])
+                if narrowed is not None:
+                    self.narrow(narrowed[0], not_none=narrowed[1] == which)
                 self.compile_body(stmts)
             paths.append(path)
         then_path, else_path = paths
@@ -244,6 +252,19 @@ class StatementCompiler:
         self.emit(ir.If(test, tuple(then_path.body), tuple(else_path.body), self.line()))
         self.locals = merged
         self.terminated = then_path.terminated and else_path.terminated
+
+    def narrow(self, key: str, not_none: bool) -> None:
+        """In a branch of `if x is None`: bind `x` (or ``self.x``) to what it is there."""
+        value = self.locals.get(key)
+        if value is None or isinstance(value, Unbound):
+            value = self.value(ast.parse(key, mode="eval").body)
+        if getattr(value, "kind", None) == Kind.OPT_TENSOR:
+            if not_none:
+                self.locals[key] = self.intrinsic("unwrap_optional", Kind.TENSOR, value)
+            return
+        narrowed = self.narrowed(value, not_none)
+        if narrowed is not None:
+            self.locals[key] = narrowed
 
     def merge(self, node: ast.AST, before: dict, branches: list[tuple[dict, bool, list]]) -> dict:
         """Locals after branches join: a name bound differently becomes one declared variable."""
@@ -255,6 +276,8 @@ class StatementCompiler:
         names = sorted(set().union(*(locs.keys() for locs, _ in live)))  # one order in every process
         merged = {}
         for name in names:
+            if "." in name and name not in before:
+                continue  # `self.x` narrowed in a branch: read again after it
             vals = [locs.get(name, UNBOUND) for locs, _ in live]
             if all(v is vals[0] or v == vals[0] for v in vals):
                 merged[name] = vals[0]
@@ -291,6 +314,10 @@ class StatementCompiler:
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "a region loops as `for i in range(...)` over one name")
         it = node.iter
+        if not (isinstance(it, ast.Call) and static_value(it.func, self.g) is range):
+            modules = self.value(it)
+            if isinstance(modules, ModuleValue):  # a ModuleList, a Sequential
+                return self.for_modules(node, modules)
         if not (
             isinstance(it, ast.Call)
             and static_value(it.func, self.g) is range

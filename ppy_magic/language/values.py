@@ -120,7 +120,15 @@ MATH_FUNCTIONS = {
     math.ceil: Kind.INT,
 }
 
-RAISABLE_ERRORS = {"AssertionError", "ValueError", "ZeroDivisionError", "OverflowError", "IndexError", "TypeError"}
+RAISABLE_ERRORS = {
+    "AssertionError",
+    "ValueError",
+    "ZeroDivisionError",
+    "OverflowError",
+    "IndexError",
+    "TypeError",
+    "RuntimeError",
+}
 
 
 def kind_of_constant(v: Any) -> Kind | None:
@@ -188,6 +196,49 @@ class TensorMethod:
     name: str
 
 
+@dataclass(frozen=True)
+class ModuleValue:
+    """An nn.Module (or a plain object) whose attributes the runtime reads at the call.
+
+    `atom` (kind MODULE) holds what was read; `mtype` (classes.ModType) says its class and
+    children; `path` is how the source reached it (``self.blocks[0]``), for messages."""
+
+    atom: ir.Var
+    mtype: Any
+    path: str
+
+
+@dataclass(frozen=True)
+class OptionalScalar:
+    """An attribute that is a number, a str or a tuple of ints, or None: test `is None` to use it."""
+
+    none: ir.Atom  # BOOL: it is None
+    value: ir.Atom  # its value where it is not None
+    path: str
+
+
+@dataclass(frozen=True)
+class UnionValue:
+    """A submodule that is one of several modules, or None: `tag` (INT) says which option it is."""
+
+    tag: ir.Atom
+    module: ir.Var  # the module it is (any option's attributes are read through it)
+    options: tuple[Any, ...]  # classes.ModType, or None
+    path: str
+
+    def option(self, i: int) -> Any:
+        o = self.options[i]
+        return None if o is None else ModuleValue(self.module, o, self.path)
+
+
+@dataclass(frozen=True)
+class BoundMethod:
+    """`self.name` where `name` is a compiled method of the module's class (or its forward)."""
+
+    module: ModuleValue
+    name: str
+
+
 def is_literal(node: ast.expr) -> bool:
     try:
         ast.literal_eval(node)
@@ -198,6 +249,12 @@ def is_literal(node: ast.expr) -> bool:
 
 def structure_of(value: Any) -> Any:
     """A hashable description of a value: static parts exactly, runtime atoms by kind."""
+    if isinstance(value, ModuleValue):
+        return ("module", value.mtype)
+    if isinstance(value, OptionalScalar):
+        return ("optional", structure_of(value.none), structure_of(value.value))
+    if isinstance(value, UnionValue):
+        return ("union", structure_of(value.tag), value.options)
     if isinstance(value, ir.Tup):
         return ("tuple", tuple(structure_of(v) for v in value.items), value.structseq)
     if isinstance(value, ir.Var):
@@ -212,11 +269,23 @@ def structure_of(value: Any) -> Any:
 def atoms_of(value: Any) -> list:
     if isinstance(value, ir.Tup):
         return [a for v in value.items for a in atoms_of(v)]
+    if isinstance(value, ModuleValue):
+        return [value.atom]
+    if isinstance(value, OptionalScalar):
+        return [value.none, value.value]
+    if isinstance(value, UnionValue):
+        return [value.tag, value.module]
     return [value]
 
 
 def kinds_of(structure: Any) -> tuple[Kind, ...]:
     tag = structure[0]
+    if tag == "module":
+        return (Kind.MODULE,)
+    if tag == "optional":
+        return kinds_of(structure[1]) + kinds_of(structure[2])
+    if tag == "union":
+        return kinds_of(structure[1]) + (Kind.MODULE,)
     if tag == "tuple":
         return tuple(k for s in structure[1] for k in kinds_of(s))
     if tag == "var":
@@ -226,6 +295,12 @@ def kinds_of(structure: Any) -> tuple[Kind, ...]:
 
 def rebuild(structure: Any, runtime: Any) -> Any:
     tag = structure[0]
+    if tag == "module":
+        return ModuleValue(next(runtime), structure[1], "the module")
+    if tag == "optional":
+        return OptionalScalar(rebuild(structure[1], runtime), rebuild(structure[2], runtime), "the value")
+    if tag == "union":
+        return UnionValue(rebuild(structure[1], runtime), next(runtime), structure[2], "the module")
     if tag == "tuple":
         return ir.Tup(tuple(rebuild(s, runtime) for s in structure[1]), structure[2])
     if tag == "var":

@@ -10,10 +10,13 @@
 
 namespace ppy {
 
-constexpr int kAbiVersion = 2;
+constexpr int kAbiVersion = 3;
 
 // One call argument, filled by the runtime from the Python argument according
-// to the parameter's kind letter (see region.py: ARG_KINDS).
+// to the parameter's kind letter (see region.py: ARG_KINDS). A module ('M') is an
+// array of them, one per attribute the region reads (its plan's slots): `m` points
+// at a submodule's array; a list of modules has `i` items at `m`, each with its `m`;
+// a module that is one of several options has the option's index in `i`.
 struct Arg {
   const at::Tensor* t = nullptr;                 // 'T', and 'O' when not None
   const std::vector<at::Tensor>* tl = nullptr;   // 'L'
@@ -21,12 +24,15 @@ struct Arg {
   int64_t i = 0;                                 // 'i', 'b'
   const char* s = nullptr;                       // 's' (UTF-8)
   bool none = false;                             // 'O', 'N'
+  const Arg* m = nullptr;                        // 'M': a module's slots; a list's items
+  const std::vector<int64_t>* ints = nullptr;    // a tuple of ints
 };
 
 // Python exceptions a region raises itself (where Python, not ATen, would
 // raise: assert, unpacking, int division by zero, ...).
 enum class PyError : int {
   None = 0, AssertionError, ValueError, ZeroDivisionError, OverflowError, IndexError, TypeError,
+  RuntimeError,
 };
 
 // Results in the order the return spec names them: tensors in `t`, floats in

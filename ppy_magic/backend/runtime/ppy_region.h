@@ -302,4 +302,18 @@ inline void check_range_step(int64_t step) {
   if (step == 0) raise(PyError::ValueError, "range() arg 3 must not be zero");
 }
 
+// ---- modules: the slots the runtime read before the region ran ----
+// modules[i] of a ModuleList or Sequential, as they index (`index {i} is out of range`).
+inline const Arg* module_item(const Arg* list, int64_t i) {
+  const int64_t n = list->i;
+  if (i < -n || i >= n) raise(PyError::IndexError, "index " + std::to_string(i) + " is out of range");
+  return list->m[i < 0 ? i + n : i].m;
+}
+
+// float(t), as Tensor.__float__: one element, its value as a double.
+inline double tensor_to_double(const at::Tensor& t) {
+  if (t.sym_numel() != 1) raise(PyError::ValueError, "only one element tensors can be converted to Python scalars");
+  return t.item().to<double>();
+}
+
 }  // namespace ppy
