@@ -167,7 +167,7 @@ def compile_source(
             raise
         reason = str(err) if isinstance(err, CacheError) else f"the C++ build failed: {err}"
         for fn in functions:
-            report.python.append((fn.name, reason))
+            report.python.append((fn.qualname, reason))
             failures[(fn.name, fn.first_line)] = CompileError(reason)
         located = backend.located_errors(err.log, code.line_map)  # the compiler's errors, at Python lines
         report.notes += located or ([_first_lines(err.log)] if err.log else [])

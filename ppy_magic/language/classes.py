@@ -116,8 +116,11 @@ _PLAIN = {int: Kind.INT, float: Kind.FLOAT, bool: Kind.BOOL, str: Kind.STR, torc
 _PLAIN_NAMES = {"int": Kind.INT, "float": Kind.FLOAT, "bool": Kind.BOOL, "str": Kind.STR, "Tensor": Kind.TENSOR}
 
 
-def annotation_type(ann: Any) -> AttrType:
-    """The attribute type a Python annotation (an object, as ``typing`` evaluates it) says."""
+def annotation_type(ann: Any, exact: bool = False) -> AttrType:
+    """The attribute type a Python annotation (an object, as ``typing`` evaluates it) says.
+
+    Class bodies do not always tell a tuple from a list (torch annotates a tuple ``list[int]``):
+    only an `exact` one (a restatement's declaration) makes the region insist on one of them."""
     if ann in _PLAIN:
         return Scalar(_PLAIN[ann])
     if ann is nn.Parameter:
@@ -126,10 +129,10 @@ def annotation_type(ann: Any) -> AttrType:
         return NONE
     origin, args = typing.get_origin(ann), typing.get_args(ann)
     if origin in (typing.Union, types.UnionType):
-        parts = [annotation_type(a) for a in args]
+        parts = [annotation_type(a, exact) for a in args]
         return union(parts)
     if origin in (tuple, list) and args and all(a is int for a in args if a is not Ellipsis):
-        return Scalar(Kind.INTS, seq=origin.__name__)
+        return Scalar(Kind.INTS, seq=origin.__name__ if exact else "")
     if origin is typing.Literal and args and all(type(a) is str for a in args):
         return Scalar(Kind.STR)
     if isinstance(ann, type) and issubclass(ann, nn.Module):
@@ -162,8 +165,7 @@ def annotation_node_type(node: ast.expr, g: Globals) -> AttrType:
                 (isinstance(e, ast.Constant) and e.value is Ellipsis) or annotation_node_type(e, g) == Scalar(Kind.INT)
                 for e in inner
             )
-            seq = "tuple" if base in (tuple, typing.Tuple) else "list"  # noqa: UP006
-            return Scalar(Kind.INTS, seq=seq) if ints else Unknown("a tuple that is not of ints")
+            return Scalar(Kind.INTS) if ints else Unknown("a tuple that is not of ints")
     value = static_value(node, g)
     if value is not None:
         return annotation_type(value)
@@ -408,7 +410,7 @@ class Classes:
         declared = nn_modules.declared(cls)
         if declared is not None:
             kinds, forward = declared
-            model.attrs.update({name: annotation_type(ann) for name, ann in kinds.items()})
+            model.attrs.update({name: annotation_type(ann, exact=True) for name, ann in kinds.items()})
             if forward is not None:
                 defs, lines = nn_modules.definitions()
                 g = Globals(nn_modules.namespace())

@@ -28,6 +28,7 @@ from .values import (
     CellFunction,
     ModuleValue,
     OptionalScalar,
+    PendingObject,
     Static,
     TensorMethod,
     Unbound,
@@ -43,6 +44,8 @@ class ExpressionCompiler:
         v = self.visit(node)
         if isinstance(v, Unbound):
             raise self.error(node, f"'{v.name}' may be unbound here: {v.why}")
+        if isinstance(v, PendingObject):
+            raise self.pending_error(node, v)
         return v
 
     def visit_Constant(self, node: ast.Constant) -> Any:
@@ -78,7 +81,11 @@ class ExpressionCompiler:
         key = dotted(node)
         if key is not None and key in self.locals and not isinstance(self.locals[key], Unbound):
             return self.locals[key]  # narrowed by `if self.x is not None:`
-        base = self.value(node.value)
+        base = self.visit(node.value)
+        if isinstance(base, PendingObject):  # self.config.block_size: self.config is an object
+            base = self.pending_object(node, base)
+        elif isinstance(base, Unbound):
+            base = self.value(node.value)  # raises: unbound
         if isinstance(base, ModuleValue):
             return self.module_attribute(node, base)
         if isinstance(base, Static):

@@ -23,7 +23,7 @@ from typing import Any
 from . import ir
 from .classes import NONE, ClassRef, ModType, ParamObject, Scalar, Union, Unknown
 from .ir import Kind
-from .values import BoundMethod, ModuleValue, OptionalScalar, Unbound, UnionValue
+from .values import BoundMethod, ModuleValue, OptionalScalar, PendingObject, Unbound, UnionValue
 
 # ---- the plan: what the runtime reads --------------------------------------------------------------
 
@@ -176,10 +176,9 @@ class ModuleCompiler:
                 "an annotated parameter, a Parameter, a buffer or a module in __init__.",
             )
         if isinstance(t, ParamObject):
-            sub = self.layout(t.as_type())
-            i = lay.slot(Slot(where.name, where.how, "M", subs=(sub.index,), pos=where.pos))
-            atom = self.intrinsic("attr_module", Kind.MODULE, mv.atom, ir.Const(i, Kind.INT))
-            return ModuleValue(atom, sub.mtype, path)
+            if where.how != ATTRIBUTE:
+                raise self.error(node, f"`{path}` cannot be read in a region")
+            return PendingObject(mv, where.name, t, path)
         if isinstance(t, Scalar):
             if t == NONE:
                 lay.slot(Slot(where.name, where.how, "N", pos=where.pos))
@@ -210,6 +209,22 @@ class ModuleCompiler:
             module = self.intrinsic("attr_module", Kind.MODULE, mv.atom, slot)
             return UnionValue(tag, module, t.options, path)
         raise self.error(node, f"`{path}` cannot be read in a region")
+
+    def pending_object(self, node: ast.AST, p: PendingObject) -> ModuleValue:
+        """`self.config` as the plain object whose attributes the region reads."""
+        sub = self.layout(p.origin.as_type())
+        i = self.layout(p.module.mtype).slot(Slot(p.name, ATTRIBUTE, "M", subs=(sub.index,)))
+        atom = self.intrinsic("attr_module", Kind.MODULE, p.module.atom, ir.Const(i, Kind.INT))
+        return ModuleValue(atom, sub.mtype, p.path)
+
+    def pending_error(self, node: ast.AST, p: PendingObject) -> Exception:
+        return self.error(
+            node,
+            f"the kind of `{p.path}` is not known before the cell runs: it is the parameter "
+            f"'{p.origin.arg.arg}' of __init__, which has no annotation",
+            f"Annotate the parameter (`{p.origin.arg.arg}: int`) or the attribute in the class body "
+            f"(`{p.name}: int`).",
+        )
 
     # -- calls ----------------------------------------------------------------------------------------------
     def call_module(

@@ -33,7 +33,8 @@ from .adapters import unsupported
 _nn = torch._C._nn
 _VF = torch._C._VariableFunctions
 
-# The kinds declared below, as annotations (classes.annotation_type reads them).
+# The kinds declared below, as annotations (classes.annotation_type reads them, exactly:
+# a tuple here is a tuple, not a list).
 OPT_TENSOR = torch.Tensor | None
 INTS = tuple[int, ...]
 NONE = None
@@ -208,21 +209,26 @@ def group_norm_forward(self, input):
     return torch.group_norm(input, self.num_groups, self.weight, self.bias, self.eps, CUDNN_ENABLED)
 
 
-@forward_of(nn.BatchNorm1d, weight=OPT_TENSOR, bias=OPT_TENSOR, running_mean=OPT_TENSOR, running_var=OPT_TENSOR)
+BATCH_NORM = dict(
+    weight=OPT_TENSOR, bias=OPT_TENSOR, running_mean=OPT_TENSOR, running_var=OPT_TENSOR, num_batches_tracked=OPT_TENSOR
+)
+
+
+@forward_of(nn.BatchNorm1d, **BATCH_NORM)
 def batch_norm1d_forward(self, input):
     if input.dim() != 2 and input.dim() != 3:
         raise ValueError(f"expected 2D or 3D input (got {input.dim()}D input)")
     return batch_norm_common(self, input)
 
 
-@forward_of(nn.BatchNorm2d, weight=OPT_TENSOR, bias=OPT_TENSOR, running_mean=OPT_TENSOR, running_var=OPT_TENSOR)
+@forward_of(nn.BatchNorm2d, **BATCH_NORM)
 def batch_norm2d_forward(self, input):
     if input.dim() != 4:
         raise ValueError(f"expected 4D input (got {input.dim()}D input)")
     return batch_norm_common(self, input)
 
 
-@forward_of(nn.BatchNorm3d, weight=OPT_TENSOR, bias=OPT_TENSOR, running_mean=OPT_TENSOR, running_var=OPT_TENSOR)
+@forward_of(nn.BatchNorm3d, **BATCH_NORM)
 def batch_norm3d_forward(self, input):
     if input.dim() != 5:
         raise ValueError(f"expected 5D input (got {input.dim()}D input)")

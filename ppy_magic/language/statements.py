@@ -249,7 +249,17 @@ class StatementCompiler:
             paths.append(path)
         then_path, else_path = paths
         merged = self.merge(node, before, [(p.locals, p.terminated, p.body) for p in paths])
-        self.emit(ir.If(test, tuple(then_path.body), tuple(else_path.body), self.line()))
+        if then_path.terminated != else_path.terminated:
+            # One path returns or raises: the other one goes on after the `if`, so what it binds
+            # (a narrowed `x`, say) stays in scope for the code that follows.
+            if then_path.terminated:
+                self.emit(ir.If(test, tuple(then_path.body), (), self.line()))
+                self.body.extend(else_path.body)
+            else:
+                self.emit(ir.If(test, (), tuple(else_path.body), self.line()))
+                self.body.extend(then_path.body)
+        else:
+            self.emit(ir.If(test, tuple(then_path.body), tuple(else_path.body), self.line()))
         self.locals = merged
         self.terminated = then_path.terminated and else_path.terminated
 

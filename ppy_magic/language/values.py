@@ -232,6 +232,17 @@ class UnionValue:
 
 
 @dataclass(frozen=True)
+class PendingObject:
+    """`self.config`, an __init__ parameter stored as it is: a plain object if the region reads its
+    attributes (``self.config.block_size``), of a kind not known before the cell runs otherwise."""
+
+    module: ModuleValue  # the module it is an attribute of
+    name: str
+    origin: Any  # classes.ParamObject
+    path: str
+
+
+@dataclass(frozen=True)
 class BoundMethod:
     """`self.name` where `name` is a compiled method of the module's class (or its forward)."""
 
