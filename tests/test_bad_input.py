@@ -240,7 +240,6 @@ UNSUPPORTED = [
     ("06c", "keyword_only", ["keyword-only", "plain positional parameters"], "def keyword_only"),
     ("22", "calls_itself", ["cannot call itself", "keep a recursive function as Python"], "calls_itself(x - 1)"),
     ("11b", "uses_shell", ["system('echo hello')", "not supported"], "echo hello"),
-    ("05a", "method", ["only top-level functions", "Move the function to the top level"], "def method"),
     ("05b", "nested", ["only top-level functions", "Move the function to the top level"], "def nested"),
     ("05c", "asynchronous", ["async function cannot be a region", "Remove `async`"], "async def"),
     ("05d", "uses_yield", ["generator cannot be a region", "keep a generator as Python"], "def uses_yield"),
@@ -255,7 +254,7 @@ def test_02_to_06_unsupported_code_stays_python_with_a_located_reason(refused, c
         assert word.lower() in shown.lower(), (word, shown)
     line = cell_line(CELL_COMPILE, where)
     assert re.search(rf"at {line}:\d+: ", shown), (line, shown)
-    fn = refused["ns"]["Model"].method if name == "method" else refused["ns"][name]
+    fn = refused["ns"][name]
     assert not getattr(fn, "__ppy_region__", False)
     assert f"at {line}:" in str(ppy_magic.explain(fn))  # explain() repeats the reason
 
@@ -278,6 +277,15 @@ def test_02_unsupported_functions_still_run_as_python(refused, capsys):
     assert_same(ns["keyword_only"](x, scale=3.0), x * 3.0)
     assert_same(ns["Model"]().method(x), x + 1)
     assert_same(ns["nested"](x), x + 1)
+
+
+def test_05a_a_method_of_a_top_level_class_is_a_region(refused):
+    """A method of a class at the top of the cell compiles; the instance's attributes are read per call."""
+    model = refused["ns"]["Model"]
+    assert model.__dict__["method"].__ppy_region__ is True
+    assert "Model.method" in refused["shown"]
+    x = torch.tensor([1.0, 2.0])
+    assert_same(model().method(x), x + 1)
 
 
 def test_03b_a_plain_python_helper(refused):

@@ -174,7 +174,9 @@ class GPT(nn.Module):
     def forward(self, idx, targets=None):
         device = idx.device
         b, t = idx.size()
-        assert t <= self.config.block_size, f"Cannot forward sequence of length {t}, block size is only {self.config.block_size}"
+        assert t <= self.config.block_size, (
+            f"Cannot forward sequence of length {t}, block size is only {self.config.block_size}"
+        )
         pos = torch.arange(0, t, dtype=torch.long, device=device) # shape (t)
 
         # forward the GPT model itself
@@ -381,7 +383,7 @@ def twins(modules, cls: str, *args, **kwargs):
 
 
 def region_of(model) -> object:
-    f = type(model).__dict__["forward"] if "forward" in type(model).__dict__ else None
+    f = type(model).__dict__.get("forward")
     assert getattr(f, "__ppy_region__", False), f"{type(model).__name__}.forward is not a region"
     return f
 
