@@ -744,3 +744,40 @@ def test_what_a_method_cannot_read_is_located():
     assert_same(compiled.Unannotated(3)(x), eager.Unannotated(3)(x))
     assert_same(compiled.Annotated(3)(x), eager.Annotated(3)(x))
     assert compiled.Annotated.forward.calls == 1
+
+
+# ---- %ppy_bench model x ---------------------------------------------------------------------------------
+
+
+def test_bench_times_a_model_as_region_eager_and_compiled(nets):
+    from ppy_magic.bench import measure as bench
+
+    r, _e = twins(nets, "Net")
+    x = torch.randn(5, 4)
+    f = region_of(r)
+    compiled_with = []
+
+    def fake_compile(model):
+        compiled_with.append(model)
+        return model
+
+    options = bench.BenchOptions(number=10, repeat=2, warmup=3)
+    result = bench.measure(r, (x,), options, arg_names=["x"], compile_fn=fake_compile)
+    assert result.function == "Net"
+    assert result[bench.REGION].matches_eager and result[bench.REGION].ran
+    assert result[bench.EAGER].ran and result[bench.COMPILE].ran
+    # only the region row called the region: once to check, then warm-up and rounds
+    assert (result.region_calls, result.region_fallbacks) == (1 + 3 + 2 * 10, 0)
+    twin = compiled_with[0]
+    assert type(twin).__name__ == "Net" and type(twin) is not type(r) and isinstance(twin, type(r))
+    assert type(twin).forward is f.__wrapped__  # the Python body
+    assert twin.fc1.weight is r.fc1.weight  # the same parameters
+
+
+def test_bench_magic_takes_a_model(ip, nets):
+    r, _e = twins(nets, "Net")
+    ip.user_ns["bench_model"], ip.user_ns["bench_x"] = r, torch.randn(5, 4)
+    out = ip.run_line_magic("ppy_bench", "-n 5 -r 2 --no-compile -q -o bench_model bench_x")
+    df = out.df
+    assert bool(df.loc["PPy ATen region", "matches_eager"])
+    assert out.result.region_calls > 0 and out.result.region_fallbacks == 0
