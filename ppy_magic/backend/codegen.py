@@ -16,6 +16,7 @@ from typing import Any
 
 from ..language import ir
 from ..language.ir import Kind
+from ..language.modules import Plan
 from . import cpp
 from .cpp import NAME, atom, cpp_literal, expr
 
@@ -44,7 +45,7 @@ class RegionSpec:
     cpp: str  # this region's C++ (helpers and entry), for explain()
     result_types: tuple[type, ...] = ()  # the torch.return_types named tuples it returns
     owner: str | None = None  # a method: its class's name
-    plan: Any = None  # modules.Plan: what the runtime reads of module parameters
+    plan: Plan | None = None  # a method: what the runtime reads of its module parameters
 
 
 @dataclass(frozen=True)
