@@ -781,3 +781,19 @@ def test_bench_magic_takes_a_model(ip, nets):
     df = out.df
     assert bool(df.loc["PPy ATen region", "matches_eager"])
     assert out.result.region_calls > 0 and out.result.region_fallbacks == 0
+
+
+def test_bench_checks_a_model_with_dropout_on_the_same_random_numbers(nets):
+    from ppy_magic.bench import measure as bench
+
+    r, _e = twins(nets, "Zoo")
+    r.train()
+    g = torch.Generator().manual_seed(5)
+    args = (
+        torch.randn(4, 8, generator=g),
+        torch.randint(0, 10, (4, 3), generator=g),
+        torch.randn(4, 2, 5, 5, generator=g),
+    )
+    options = bench.BenchOptions(number=2, repeat=1, warmup=0, compile=False)
+    result = bench.measure(r, args, options)
+    assert result[bench.REGION].matches_eager, result[bench.REGION].check

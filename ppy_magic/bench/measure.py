@@ -277,11 +277,13 @@ def measure(
         step = _Step.prepare(args, options.grad)
         sync = torch.cuda.synchronize if any(_on_cuda(a) for a in step.args) else None
         progress(0, options.repeat, "checking outputs against eager")
+        rng = _RandomState.now()  # each variant's checked call draws what eager's drew (dropout)
         expected = step.reference(eager_fn, name)
 
         runnable: list[tuple[str, Callable]] = []
         rows: dict[str, dict[str, Any]] = {label: {} for label in LABELS}
         if is_region:
+            rng.restore()
             rows[REGION] = _check(step, func, expected, exact=True)
             if "skipped" not in rows[REGION]:
                 runnable.append((REGION, func))
@@ -291,6 +293,7 @@ def measure(
         runnable.append((EAGER, eager_fn))
         if options.compile:
             progress(0, options.repeat, "torch.compile: compiling on the first call")
+            rng.restore()
             rows[COMPILE] = _compile_variant(step, eager_fn, compile_fn, expected, timer, sync)
             if "skipped" not in rows[COMPILE]:
                 runnable.append((COMPILE, rows[COMPILE].pop("fn")))
@@ -328,6 +331,24 @@ def measure(
         region_fallbacks=fallbacks,
         last_fallback_reason=last_reason,
     )
+
+
+class _RandomState:
+    """The default generators' state (CPU, and CUDA once initialised), to replay before a checked call."""
+
+    def __init__(self, cpu: torch.Tensor, cuda: list[torch.Tensor] | None):
+        self.cpu = cpu
+        self.cuda = cuda
+
+    @classmethod
+    def now(cls) -> _RandomState:
+        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+        return cls(torch.get_rng_state(), cuda)
+
+    def restore(self) -> None:
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state_all(self.cuda)
 
 
 # -- one call, and many -------------------------------------------------------------
