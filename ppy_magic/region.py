@@ -136,19 +136,37 @@ class PlanResolver:
             if isinstance(cls, str):
                 return cls
             classes[ref] = cls
-        layouts = tuple(
-            (
-                classes.get(lay.cls) if lay.cls is not None else None,
-                lay.module,
-                lay.inline,
-                lay.keyed,
-                lay.name,
-                tuple((s.name, s.how, s.kind, s.optional, s.subs, s.pos) for s in lay.slots),
-            )
-            for lay in plan.layouts
-        )
-        self.runtime.set_plan(region, (plan.params, layouts, global_hook_dicts()))
+        layouts = []
+        for lay in plan.layouts:
+            cls = classes.get(lay.cls) if lay.cls is not None else None
+            slots = []
+            for s in lay.slots:
+                expected = None
+                if s.how == "x":
+                    expected = self.method(cls, s)
+                    if isinstance(expected, str):
+                        return expected
+                slots.append((s.name, s.how, s.kind, s.optional, s.subs, s.pos, expected))
+            layouts.append((cls, lay.module, lay.inline, lay.keyed, lay.name, tuple(slots)))
+        self.runtime.set_plan(region, (plan.params, tuple(layouts), global_hook_dicts()))
         return None
+
+    def method(self, cls: type, slot: Any) -> Any:
+        """The method of `cls` the region compiled inline (checked at each call to still be there),
+        or why the class's is another one."""
+        found = next((k.__dict__[slot.name] for k in cls.__mro__ if slot.name in k.__dict__), None)
+        if slot.origin == "torch":
+            if getattr(found, "__module__", "").startswith("torch."):
+                return found
+            return f"a {cls.__name__} whose {slot.name} is not torch's own (it was replaced): the region runs torch's"
+        code = getattr(getattr(found, "__wrapped__", None), "__code__", None)
+        filename = slot.origin or self.spec.filename
+        if getattr(found, "__ppy_region__", False) and code is not None and code.co_filename == filename:
+            decorators = getattr(found, "__ppy_info__", None)
+            first = decorators.spec.first_line if decorators is not None else code.co_firstlineno
+            if first == slot.pos:
+                return found
+        return f"a {cls.__name__} whose {slot.name} is not the method compiled into the region (it was replaced)"
 
     def resolve(self, ref: Any, region: Any) -> Any:
         if ref.obj is not None:

@@ -797,3 +797,90 @@ def test_bench_checks_a_model_with_dropout_on_the_same_random_numbers(nets):
     options = bench.BenchOptions(number=2, repeat=1, warmup=0, compile=False)
     result = bench.measure(r, args, options)
     assert result[bench.REGION].matches_eager, result[bench.REGION].check
+
+
+def test_a_replaced_class_method_runs_python(nets):
+    """The region inlines the forward it compiled: a class whose method was replaced runs Python."""
+    r, e = twins(nets, "Net")
+    x = torch.randn(3, 4)
+    f = region_of(r)
+    original = nn.Linear.forward
+
+    def doubled(self, input):
+        return original(self, input) * 2
+
+    nn.Linear.forward = doubled
+    try:
+        fallbacks = f.fallbacks
+        assert_same(r(x), e(x))
+        assert f.fallbacks == fallbacks + 1 and "Linear whose forward is not" in f.last_fallback_reason
+    finally:
+        nn.Linear.forward = original
+    calls = f.calls
+    assert_same(r(x), e(x))
+    assert f.calls == calls + 1
+
+
+EARLIER = """
+import torch
+import torch.nn as nn
+import ppy
+
+
+class Scale(nn.Module):
+    def __init__(self, d: int):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(d))
+        self.shift = 0.5
+
+    @ppy.opt(3)
+    def forward(self, x):
+        return self.twice(x) * self.w + self.shift
+
+    @ppy.opt(3)
+    def twice(self, x):
+        return x * 2
+"""
+
+LATER = """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.s = Scale(4)
+        self.fc = nn.Linear(4, 4)
+
+    @ppy.opt(3)
+    def forward(self, x):
+        return self.fc(self.s(x))
+"""
+
+
+def test_a_class_of_an_earlier_cell_runs_inline_and_its_methods_are_checked():
+    module = types.ModuleType("ppy_test_cells")
+    sys.modules[module.__name__] = module
+    compile_cell(EARLIER, module.__dict__, filename="<earlier>")
+    _ns, report = compile_cell(LATER, module.__dict__, filename="<later>")
+    assert report.compiled == ["Model.forward"], report.summary()
+    torch.manual_seed(0)
+    m = module.Model()
+    x = torch.randn(2, 4)
+    f = module.Model.__dict__["forward"]
+    inner = (module.Scale.forward.calls, module.Scale.twice.calls)
+    expected = m.fc((x * 2) * m.s.w + 0.5)
+    assert_same(m(x), expected)
+    assert (f.calls, f.fallbacks) == (1, 0) and (module.Scale.forward.calls, module.Scale.twice.calls) == inner
+    m.s.twice = lambda x: x  # on the instance
+    assert_same(m(x), m.fc(x * m.s.w + 0.5))
+    assert f.last_fallback_reason == "self.s.twice is set on the instance, over the compiled method"
+    del m.s.twice
+    twice = module.Scale.twice
+    module.Scale.twice = lambda self, x: x * 3  # on the class
+    try:
+        assert_same(m(x), m.fc((x * 3) * m.s.w + 0.5))
+        assert f.last_fallback_reason == (
+            "self.s is a Scale whose twice is not the method compiled into the region (it was replaced)"
+        )
+    finally:
+        module.Scale.twice = twice
+    assert_same(m(x), expected)
+    assert f.calls == 2

@@ -24,7 +24,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
-import textwrap
+import linecache
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -333,8 +334,10 @@ class Classes:
         for stmt in cdef.body:
             if not isinstance(stmt, ast.FunctionDef):
                 continue
-            if opt_level(stmt, g) is not None:
-                model.methods[stmt.name] = Method(stmt, g, filename, lines)
+            level = opt_level(stmt, g)
+            if level is not None:
+                if level != 0:  # ppy.opt(0): never compiled, so never run inline either
+                    model.methods[stmt.name] = Method(stmt, g, filename, lines)
                 continue
             for name, t in self._assignments(stmt, g, model):
                 found.setdefault(name, []).append(t)
@@ -420,30 +423,43 @@ class Classes:
             model.problem = f"torch.nn.{cls.__name__} has no restatement in the region language"
             return model
         # a class of an earlier cell or module: its compiled methods and its __init__, from its source
-        try:
-            src_lines, start = inspect.getsourcelines(cls)
-        except (OSError, TypeError):
+        found = class_source(cls)
+        if found is None:
             model.problem = f"the source of {cls.__name__} is not available"
             return model
-        tree = ast.parse(textwrap.dedent("".join(src_lines)))
-        cdef = tree.body[0]
-        if not isinstance(cdef, ast.ClassDef):
-            model.problem = f"the source of {cls.__name__} is not a class statement"
-            return model
-        ast.increment_lineno(cdef, start - 1)
-        module = inspect.getmodule(cls)
+        cdef, filename, lines = found
+        module = inspect.getmodule(cls) or sys.modules.get(cls.__module__)
         from .namespace import collect_globals
 
         g = collect_globals(ast.Module(body=[], type_ignores=[]), vars(module) if module else {})
-        filename = inspect.getsourcefile(cls) or "<unknown>"
-        import linecache
-
-        lines = [ln.rstrip("\n") for ln in linecache.getlines(filename)]
         sub = Classes(g, filename, lines)
         sub._models = self._models
         mine = sub._model_of_node(ref, cdef, g, filename, lines)
         mine.module = model.module
         return mine
+
+
+def class_source(cls: type) -> tuple[ast.ClassDef, str, list[str]] | None:
+    """The ClassDef of `cls`, its file and the file's lines, found through its methods' code
+    (``inspect.getsource`` needs the module's file, which a notebook cell's module lacks)."""
+    for value in vars(cls).values():
+        code = getattr(getattr(value, "__wrapped__", value), "__code__", None)
+        if code is None:
+            continue
+        lines = [ln.rstrip("\n") for ln in linecache.getlines(code.co_filename)]
+        try:
+            tree = ast.parse("\n".join(lines))
+        except SyntaxError:
+            return None
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.ClassDef)
+                and node.name == cls.__name__
+                and node.lineno <= code.co_firstlineno <= (node.end_lineno or node.lineno)
+            ):
+                return node, code.co_filename, lines
+        return None
+    return None
 
 
 def _is_self(node: ast.AST, me: str) -> bool:

@@ -81,6 +81,7 @@ class Context:
     layouts: list[LayoutBuilder] = field(default_factory=list)  # what the runtime reads of modules
     layout_index: dict[Any, LayoutBuilder] = field(default_factory=dict)
     root: Any = None  # the region's own definition (recursion)
+    filename: str = ""  # the region's source file
 
 
 @dataclass
@@ -284,7 +285,7 @@ def translate(
     A method (`owner` is its class) reads its first parameter's attributes through the plan."""
     from .classes import ClassRef, ModType
 
-    ctx = Context(classes=classes_of(g, filename, source_lines), root=fn)
+    ctx = Context(classes=classes_of(g, filename, source_lines), root=fn, filename=filename)
     comp = FunctionCompiler(fn, g, filename, source_lines, ctx, region_name=fn.name)
     a = fn.args
     params = []

@@ -23,12 +23,14 @@ from typing import Any
 from . import ir
 from .classes import NONE, ClassRef, ModType, ParamObject, Scalar, Union, Unknown
 from .ir import Kind
+from .namespace import function_key
 from .values import BoundMethod, ModuleValue, OptionalScalar, PendingObject, Unbound, UnionValue
 
 # ---- the plan: what the runtime reads --------------------------------------------------------------
 
 # How a slot is found: an attribute, a key or a position in _modules, the length of _modules
-# (a check), all of _modules (a list), or a name that must not be in the instance __dict__ (a check).
+# (a check), all of _modules (a list), or a method the region runs inline (a check: the class's
+# is the one compiled, and the instance __dict__ does not hide it).
 ATTRIBUTE, KEY, POSITION, LENGTH, ALL, ABSENT = "a", "k", "p", "n", "l", "x"
 SCALAR_CODES = {
     Kind.TENSOR: "T",
@@ -56,8 +58,8 @@ class Slot:
     kind: str  # SCALAR_CODES, or 'M' a module, 'U' one of several, 'm' a list of modules, '-' a check
     optional: bool = False
     subs: tuple[int, ...] = ()  # layouts: of the module, of each option (-1: None), of the list's items
-    pos: int = 0
-
+    pos: int = 0  # a position; for a method, the first line of the def compiled
+    origin: str = ""  # a method: "torch" (restated), "" (the region's own file) or the file of the def
 
 @dataclass(frozen=True)
 class Layout:
@@ -148,7 +150,6 @@ class ModuleCompiler:
             if child is not None:
                 return self.read(node, mv, Slot(name, ATTRIBUTE, ""), child, path)
         if name in model.methods and name not in model.attrs:
-            self.layout(m).slot(Slot(name, ABSENT, "-"))
             return BoundMethod(mv, name)
         t = model.attr(name)
         if t is None:
@@ -247,6 +248,10 @@ class ModuleCompiler:
             raise self.error(node, f"{mv.path}.{method}() is not compiled: {what}.{method} is not a region", hint)
         if hooks:
             self.layout(mv.mtype).inline = True  # nn.Module.__call__ would run its hooks
+        # The method Python would find is the one compiled here: checked at each call.
+        origin = "torch" if target.adapter else ("" if target.filename == self.ctx.filename else target.filename)
+        line = 0 if target.adapter else function_key(target.node)[1]
+        self.layout(mv.mtype).slot(Slot(method, ABSENT, "-", pos=line, origin=origin))
         return self.call_helper(
             node,
             target.node,

@@ -26,6 +26,7 @@ struct SlotPlan {
   bool optional = false;     // the value may be None
   std::vector<int> subs;     // layouts (-1: None)
   Py_ssize_t pos = 0;
+  PyObject* expected = nullptr;  // 'x': the method the region runs inline (owned)
 };
 
 struct LayoutPlan {
@@ -49,7 +50,10 @@ struct Plan {
   ~Plan() {  // the GIL is held: regions are freed by Python
     for (auto& l : layouts) {
       Py_XDECREF(l.cls);
-      for (auto& s : l.slots) Py_XDECREF(s.name);
+      for (auto& s : l.slots) {
+        Py_XDECREF(s.name);
+        Py_XDECREF(s.expected);
+      }
     }
     for (PyObject* d : global_hooks) Py_XDECREF(d);
   }
@@ -245,6 +249,9 @@ class Reader {
           continue;
         case 'x':
           if (dict_item(dict, s.name)) return trail("." + str(s.name), "is set on the instance, over the compiled method");
+          if (_PyType_Lookup(Py_TYPE(obj), s.name) != s.expected)
+            return g_.fail("is a " + short_name(reinterpret_cast<PyObject*>(Py_TYPE(obj))) + " whose " + str(s.name) +
+                           " is not the method compiled into the region (it was replaced)");
           continue;
         case 'l':
           if (!list(children, L.keyed, s.subs[0], at)) return false;
@@ -474,7 +481,8 @@ inline bool global_hooks_free(const Plan& plan, Gathered& g) {
 }
 
 // The plan from Python: (params, layouts, global hook dicts); layouts as
-// (cls | None, module, inline, keyed, name, slots), slots as (name, how, kind, optional, subs, pos).
+// (cls | None, module, inline, keyed, name, slots), slots as (name, how, kind, optional, subs, pos,
+// expected method | None).
 inline Plan* parse_plan(PyObject* spec) {
   auto plan = std::make_unique<Plan>();
   PyObject *params, *layouts, *hooks;
@@ -509,17 +517,21 @@ inline Plan* parse_plan(PyObject* spec) {
     L.name = name;
     plan->any_inline = plan->any_inline || inl;
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(slots); ++k) {
-      PyObject *sname, *subs;
+      PyObject *sname, *subs, *expected;
       const char *how, *kind;
       int optional;
       Py_ssize_t pos;
-      if (!PyArg_ParseTuple(PyTuple_GET_ITEM(slots, k), "UsspO!n", &sname, &how, &kind, &optional, &PyTuple_Type,
-                            &subs, &pos))
+      if (!PyArg_ParseTuple(PyTuple_GET_ITEM(slots, k), "UsspO!nO", &sname, &how, &kind, &optional, &PyTuple_Type,
+                            &subs, &pos, &expected))
         return nullptr;
       SlotPlan s;
       Py_INCREF(sname);
       PyUnicode_InternInPlace(&sname);
       s.name = sname;
+      if (expected != Py_None) {
+        Py_INCREF(expected);
+        s.expected = expected;
+      }
       s.how = how[0];
       s.kind = kind[0];
       s.optional = optional;
