@@ -215,6 +215,7 @@ class Explanation:
     frozen_globals: dict[str, Any] = field(default_factory=dict)
     device_types: tuple[str, ...] = ()
     module_name: str | None = None
+    reads: tuple[str, ...] = ()  # a method: what it reads of each kind of module, per call
 
     def __str__(self) -> str:
         lines = []
@@ -231,6 +232,9 @@ class Explanation:
             if self.frozen_globals:
                 frozen = ", ".join(f"{k}={_short(v)}" for k, v in sorted(self.frozen_globals.items()))
                 lines.append(f"  globals frozen at compile time: {frozen}")
+            if self.reads:
+                lines.append("  read at each call (and checked):")
+                lines += [f"    {r}" for r in self.reads]
             lines.append("  generated C++:")
             lines += ["    " + ln for ln in (self.cpp or "").splitlines()]
         else:
@@ -274,4 +278,27 @@ def explain(f: Any) -> Explanation:
         dict(info.spec.frozen_globals),
         info.device_types,
         info.module_name,
+        _reads(info.spec.plan),
     )
+
+
+def _reads(plan: Any) -> tuple[str, ...]:
+    """One line per kind of module a method region reads: its class, checks, and the attributes."""
+    if plan is None:
+        return ()
+    out = []
+    for lay in plan.layouts:
+        names = [
+            s.name if s.how == "a" else f"[{s.name!r}]" if s.how == "k" else f"[{s.pos}]"
+            for s in lay.slots
+            if s.how in "akp"
+        ]
+        checks = ["exact class"] if lay.cls is not None else []
+        if lay.inline:
+            checks.append("no hooks")
+        checks += [f"{s.name} not replaced" for s in lay.slots if s.how == "x"]
+        if any(s.how == "l" for s in lay.slots):
+            names.append("its modules")
+        what = ", ".join(names) or "nothing"
+        out.append(f"{lay.name} ({'; '.join(checks) or 'any object'}): {what}")
+    return tuple(out)

@@ -12,7 +12,8 @@
 //
 // Included once, by region_function.cpp (the runtime); Python.h and python_variable.h first.
 #pragma once
-#include <deque>
+#include <c10/util/SmallVector.h>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,17 +61,24 @@ struct Plan {
 };
 
 // What one call read: the slots of every module, and the references that keep them valid.
+// Small inline buffers: a call of a small model allocates nothing here. Pointers between
+// them are set by link(), once everything is read (the buffers may move while they grow).
 struct Gathered {
-  std::vector<ppy::Arg> args;
-  std::deque<at::Tensor> tensors;
-  std::deque<std::vector<int64_t>> ints;
-  std::vector<PyObject*> refs;  // strs read: their UTF-8 stays valid while held
-  std::vector<std::pair<size_t, size_t>> links;  // args[first].m = &args[second], once all are read
+  using Link = std::pair<uint32_t, uint32_t>;
+  c10::SmallVector<ppy::Arg, 32> args;
+  c10::SmallVector<at::Tensor, 16> tensors;
+  c10::SmallVector<std::vector<int64_t>, 4> ints;
+  c10::SmallVector<PyObject*, 4> refs;  // strs read: their UTF-8 stays valid while held
+  c10::SmallVector<Link, 32> links;     // args[first].m = &args[second]
+  c10::SmallVector<Link, 16> tensor_links;  // args[first].t = &tensors[second]
+  c10::SmallVector<Link, 4> ints_links;     // args[first].ints = &ints[second]
   std::string reason;
   std::vector<std::string> trail;  // where the reason arose, innermost first
   int64_t work = 0;
 
-  Gathered() { args.reserve(32); }
+  Gathered() = default;
+  Gathered(const Gathered&) = delete;
+  Gathered& operator=(const Gathered&) = delete;
   ~Gathered() {
     for (PyObject* r : refs) Py_DECREF(r);
   }
@@ -80,6 +88,8 @@ struct Gathered {
   }
   void link() {
     for (auto& [from, to] : links) args[from].m = args.data() + to;
+    for (auto& [from, to] : tensor_links) args[from].t = &tensors[to];
+    for (auto& [from, to] : ints_links) args[from].ints = &ints[to];
   }
 };
 
@@ -290,19 +300,19 @@ class Reader {
     return base;
   }
 
-  bool tensor(PyObject* v, ppy::Arg& a) {
+  bool tensor(PyObject* v, size_t at) {
     if (!THPVariable_CheckExact(v)) return false;
     const at::Tensor& t = THPVariable_Unpack(v);
     if (t.layout() != c10::kStrided) return g_.fail("is not a strided tensor (sparse, nested or MKL-DNN)");
     if (!((mask_ >> static_cast<int>(t.device().type())) & 1))
       return g_.fail("is a tensor on a device type the region was not built for");
     g_.work += t.unsafeGetTensorImpl()->numel();
+    g_.tensor_links.emplace_back(static_cast<uint32_t>(at), static_cast<uint32_t>(g_.tensors.size()));
     g_.tensors.push_back(t);
-    a.t = &g_.tensors.back();
     return true;
   }
 
-  bool ints(PyObject* v, char kind, ppy::Arg& a) {
+  bool ints(PyObject* v, char kind, size_t at) {
     const bool tuple = PyTuple_Check(v), is_list = PyList_CheckExact(v);
     if (!((tuple && kind != 'J') || (is_list && kind != 'I'))) return false;
     std::vector<int64_t> out;
@@ -315,8 +325,8 @@ class Reader {
       out.push_back(PyLong_AsLongLongAndOverflow(item, &overflow));
       if (overflow) return false;
     }
+    g_.ints_links.emplace_back(static_cast<uint32_t>(at), static_cast<uint32_t>(g_.ints.size()));
     g_.ints.push_back(std::move(out));
-    a.ints = &g_.ints.back();
     return true;
   }
 
@@ -332,7 +342,7 @@ class Reader {
     switch (s.kind) {
       case 'T':
       case 'O':
-        ok = tensor(v, a);
+        ok = tensor(v, at);
         break;
       case 'f':
         ok = PyFloat_CheckExact(v);
@@ -361,14 +371,14 @@ class Reader {
       case 'I':
       case 'J':
       case 'Q':
-        ok = ints(v, s.kind, a);
+        ok = ints(v, s.kind, at);
         break;
       case 'N':
         ok = false;  // not None
         break;
       case 'M': {
         const size_t base = alloc(s.subs[0]);
-        g_.links.emplace_back(at, base);
+        g_.links.emplace_back(static_cast<uint32_t>(at), static_cast<uint32_t>(base));
         g_.args[at] = a;
         return module(v, s.subs[0], base);
       }
@@ -402,18 +412,21 @@ class Reader {
       }
       if (v == Py_None) continue;
       const size_t args = g_.args.size(), links = g_.links.size(), tensors = g_.tensors.size(),
-                   ints = g_.ints.size(), refs = g_.refs.size(), trail = g_.trail.size();
+                   tlinks = g_.tensor_links.size(), ints = g_.ints.size(), ilinks = g_.ints_links.size(),
+                   refs = g_.refs.size(), trail = g_.trail.size();
       const size_t base = alloc(li);
       g_.args[at] = a;
       if (module(v, li, base)) {
-        g_.links.emplace_back(at, base);
+        g_.links.emplace_back(static_cast<uint32_t>(at), static_cast<uint32_t>(base));
         return true;
       }
       if (first.empty()) first = g_.reason;
       g_.args.resize(args);  // not this one: forget what it read
       g_.links.resize(links);
       g_.tensors.resize(tensors);
+      g_.tensor_links.resize(tlinks);
       g_.ints.resize(ints);
+      g_.ints_links.resize(ilinks);
       while (g_.refs.size() > refs) { Py_DECREF(g_.refs.back()); g_.refs.pop_back(); }
       g_.trail.resize(trail);
     }
@@ -430,7 +443,7 @@ class Reader {
     ppy::Arg a;
     a.i = n;
     g_.args[at] = a;
-    g_.links.emplace_back(at, items);
+    g_.links.emplace_back(static_cast<uint32_t>(at), static_cast<uint32_t>(items));
     Py_ssize_t pos = 0, j = 0;
     PyObject *key, *value;
     while (PyDict_Next(children, &pos, &key, &value)) {
@@ -443,7 +456,7 @@ class Reader {
         }
       }
       const size_t base = alloc(li);
-      g_.links.emplace_back(items + j, base);
+      g_.links.emplace_back(static_cast<uint32_t>(items + j), static_cast<uint32_t>(base));
       if (!module(value, li, base)) {
         g_.trail.push_back("[" + std::to_string(j) + "]");
         return false;

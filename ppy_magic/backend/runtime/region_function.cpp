@@ -16,6 +16,7 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -353,10 +354,10 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   if (reason) return fall_back(self, reason, args, nargsf, kwnames);
 
   // Module parameters: every attribute the region reads, before any operator runs.
-  std::unique_ptr<ppy_modules::Gathered> modules;
+  std::optional<ppy_modules::Gathered> modules;
   if (self->plan) {
-    modules = std::make_unique<ppy_modules::Gathered>();
-    std::vector<std::pair<Py_ssize_t, ptrdiff_t>> bases;
+    modules.emplace();
+    c10::SmallVector<std::pair<Py_ssize_t, ptrdiff_t>, 2> bases;
     for (Py_ssize_t p = 0; p < nparams; ++p) {
       const int li = p < static_cast<Py_ssize_t>(self->plan->params.size()) ? self->plan->params[p] : -1;
       if (li < 0) continue;
