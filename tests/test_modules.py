@@ -228,7 +228,7 @@ class BasicBlock(nn.Module):
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
         out += self.shortcut(x)
-        out = F.relu(out)
+        out = F.relu(out) * self.expansion  # a class constant
         return out
 
 
@@ -316,6 +316,7 @@ class Zoo(nn.Module):
         h = h + self.blocks[0](h) + self.blocks[-1](h) + self.blocks[len(self.blocks) - 1](h)
         b = self.bil(h, h)
         y = self.deconv(self.conv2(img))
+        h = h * (len(self.acts) / 18) + self.seq[0](h) + self.seq[-1](h)
         return self.seq(self.ident(h)) + self.heads["a"](h).sum() + self.heads.b(h).sum(), b, self.flat(y)
 
 

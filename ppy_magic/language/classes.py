@@ -329,6 +329,9 @@ class Classes:
                     for n in ast.walk(t):
                         if isinstance(n, ast.Name):
                             model.defined.add(n.id)
+                literal = _literal(stmt.value)
+                if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and literal is not None:
+                    model.attrs[stmt.targets[0].id] = literal  # a class constant (read from the class)
         # assignments in the methods that are not compiled (compiled ones cannot assign to self)
         found: dict[str, list[AttrType]] = {}
         for stmt in cdef.body:
@@ -639,6 +642,16 @@ class _Env:
                 return Unknown(f"the item '{key}' of this {ref.name} is not a module known before the cell runs")
             children.append((key, t))
         return ModType(ref, children=tuple(children))
+
+
+def _literal(e: ast.expr) -> AttrType | None:
+    """The type of a literal int/float/bool/str (or tuple of ints) class constant, else None."""
+    try:
+        value = ast.literal_eval(e)
+    except ValueError:
+        return None
+    t = _constant_type(value)
+    return None if isinstance(t, Unknown) or t == NONE else t
 
 
 def _is_call_to(e: ast.expr, name: str, g: Globals) -> bool:
