@@ -108,9 +108,6 @@ class ParamObject:
 
 AttrType = Scalar | ModType | Union | Unknown | ParamObject
 
-CONTAINERS = (nn.ModuleList, nn.Sequential, nn.ModuleDict)
-
-
 # ---- annotations ---------------------------------------------------------------------------------
 
 _PLAIN = {int: Kind.INT, float: Kind.FLOAT, bool: Kind.BOOL, str: Kind.STR, torch.Tensor: Kind.TENSOR}

@@ -20,6 +20,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
+from torch import nn
+
 from . import ir
 from .classes import NONE, ClassRef, ModType, ParamObject, Scalar, Union, Unknown
 from .ir import Kind
@@ -31,7 +33,7 @@ from .values import BoundMethod, ModuleValue, OptionalScalar, PendingObject, Unb
 # How a slot is found: an attribute, a key or a position in _modules, the length of _modules
 # (a check), all of _modules (a list), or a method the region runs inline (a check: the class's
 # is the one compiled, and the instance __dict__ does not hide it).
-ATTRIBUTE, KEY, POSITION, LENGTH, ALL, ABSENT = "a", "k", "p", "n", "l", "x"
+ATTRIBUTE, KEY, POSITION, LENGTH, ALL, METHOD = "a", "k", "p", "n", "l", "x"
 SCALAR_CODES = {
     Kind.TENSOR: "T",
     Kind.FLOAT: "f",
@@ -60,6 +62,7 @@ class Slot:
     subs: tuple[int, ...] = ()  # layouts: of the module, of each option (-1: None), of the list's items
     pos: int = 0  # a position; for a method, the first line of the def compiled
     origin: str = ""  # a method: "torch" (restated), "" (the region's own file) or the file of the def
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -103,7 +106,7 @@ class LayoutBuilder:
 
     def freeze(self) -> Layout:
         m = self.mtype
-        keyed = m.cls is not None and m.cls.obj is not None and m.cls.obj.__name__ == "ModuleList"
+        keyed = m.cls is not None and m.cls.obj is nn.ModuleList  # looked up by str(index)
         return Layout(m.cls, m.module, self.inline, keyed, m.describe(), tuple(self.slots))
 
 
@@ -223,8 +226,7 @@ class ModuleCompiler:
             node,
             f"the kind of `{p.path}` is not known before the cell runs: it is the parameter "
             f"'{p.origin.arg.arg}' of __init__, which has no annotation",
-            f"Annotate the parameter (`{p.origin.arg.arg}: int`) or the attribute in the class body "
-            f"(`{p.name}: int`).",
+            f"Annotate the parameter (`{p.origin.arg.arg}: int`) or the attribute in the class body (`{p.name}: int`).",
         )
 
     # -- calls ----------------------------------------------------------------------------------------------
@@ -251,7 +253,7 @@ class ModuleCompiler:
         # The method Python would find is the one compiled here: checked at each call.
         origin = "torch" if target.adapter else ("" if target.filename == self.ctx.filename else target.filename)
         line = 0 if target.adapter else function_key(target.node)[1]
-        self.layout(mv.mtype).slot(Slot(method, ABSENT, "-", pos=line, origin=origin))
+        self.layout(mv.mtype).slot(Slot(method, METHOD, "-", pos=line, origin=origin))
         return self.call_helper(
             node,
             target.node,
