@@ -529,6 +529,9 @@ def test_lstm_cell_over_a_sequence(nets):
     out_e.square().sum().backward()
     assert_grads(r, e)
     assert region_of(r).calls >= 5 and region_of(r).fallbacks == 0
+    # and one step at a time, through three AdamW steps
+    h, c = torch.randn(3, 6, generator=g), torch.randn(3, 6, generator=g)
+    train_steps(r, e, (xs[0], h, c), lambda out: out[0].sum() + out[1].square().sum())
 
 
 @pytest.mark.parametrize("mode", ["train", "eval"])
