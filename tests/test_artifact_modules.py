@@ -17,9 +17,9 @@ import textwrap
 
 import pytest
 import torch
-from conftest import assert_same
 
 from ppy_magic import artifact, cli
+from tests.support.cells import assert_same
 
 TRAIN = textwrap.dedent("""\
     # A small residual MLP trained with DistributedDataParallel; each forward is a region.

@@ -22,10 +22,10 @@ import types
 
 import pytest
 import torch
-from conftest import assert_same, compile_cell
 from torch import nn
 
 import ppy_magic
+from tests.support.cells import assert_same, compile_cell
 
 GPT_SOURCE = '''
 import math
