@@ -31,6 +31,8 @@ from .calls import CallCompiler
 from .expressions import ExpressionCompiler
 from .indexing import IndexCompiler
 from .ir import Kind
+from .lists import ListCompiler, RuntimeListNeeded
+from .loops import LoopCompiler, LoopFrame, _Widen
 from .namespace import Globals, function_key, static_value
 from .statements import StatementCompiler
 from .values import ANNOTATIONS, HINTS, Unsupported, describe_node, is_literal
@@ -76,6 +78,7 @@ class Context:
     frozen: dict[str, Any] = field(default_factory=dict)
     result_types: list[Any] = field(default_factory=list)
     source_lines: dict[int, str] = field(default_factory=dict)
+    list_kinds: dict[Any, Kind] = field(default_factory=dict)  # list displays that must be run-time lists
 
 
 @dataclass
@@ -87,7 +90,9 @@ class Block:
     terminated: bool = False
 
 
-class FunctionCompiler(StatementCompiler, ExpressionCompiler, IndexCompiler, CallCompiler, ast.NodeVisitor):
+class FunctionCompiler(
+    StatementCompiler, LoopCompiler, ListCompiler, ExpressionCompiler, IndexCompiler, CallCompiler, ast.NodeVisitor
+):
     """Turns one FunctionDef into statements; raises CompileError otherwise."""
 
     def __init__(
@@ -116,6 +121,8 @@ class FunctionCompiler(StatementCompiler, ExpressionCompiler, IndexCompiler, Cal
         self.returns: list[tuple[str, Any]] = []  # (spec, structure) of each return
         self.terminated = False
         self._stmt: ast.stmt | None = None
+        self.loops: list[LoopFrame] = []  # the loops around the statement being compiled
+        self.param_vars: set[str] = set()  # variables that hold the caller's lists
 
     # -- errors ------------------------------------------------------------------
     def error(self, node: ast.AST, message: str, hint: str | None = None) -> CompileError:
@@ -128,7 +135,7 @@ class FunctionCompiler(StatementCompiler, ExpressionCompiler, IndexCompiler, Cal
     def visit(self, node: ast.AST) -> Any:
         try:
             return super().visit(node)
-        except (CompileError, Unsupported):
+        except (CompileError, Unsupported, RuntimeListNeeded, _Widen):
             raise
         except ops.ResolveError as exc:
             raise self.error(node, str(exc)) from None
@@ -252,8 +259,31 @@ def _param_kind(compiler: FunctionCompiler, arg: ast.arg, default: ast.expr | No
 
 def translate(fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list[str], level: int) -> ir.Function:
     """The IR of a function the front door accepted (plain positional parameters, no decorators
-    but @ppy.opt, not async, no generator); CompileError if its body is outside the language."""
-    ctx = Context()
+    but @ppy.opt, not async, no generator); CompileError if its body is outside the language.
+
+    A list the body changes is learnt while compiling (``RuntimeListNeeded``): the function is
+    compiled again with that list made a run-time list from the start."""
+    list_kinds: dict[Any, Kind] = {}
+    while True:
+        try:
+            return _translate(fn, g, filename, source_lines, level, list_kinds)
+        except RuntimeListNeeded as need:
+            if need.key in list_kinds or len(list_kinds) > 256:
+                raise located_error(
+                    need.node,
+                    "this list holds items of different kinds",
+                    "A region keeps a changing list of tensors, of ints or of floats.",
+                    filename=filename,
+                    lines=source_lines,
+                    function=fn.name,
+                ) from None
+            list_kinds[need.key] = need.kind
+
+
+def _translate(
+    fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list[str], level: int, list_kinds: dict
+) -> ir.Function:
+    ctx = Context(list_kinds=list_kinds)
     comp = FunctionCompiler(fn, g, filename, source_lines, ctx, region_name=fn.name)
     a = fn.args
     params = []
@@ -274,6 +304,8 @@ def translate(fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list
                 )
         var = comp.new_var(arg.arg, kind)
         comp.locals[arg.arg] = var
+        if kind == Kind.TENSORS:
+            comp.param_vars.add(var.name)
         params.append(ir.Param(var.name, kind, value, has_default))
     try:
         comp.compile_body(fn.body)

@@ -22,7 +22,7 @@ class IndexCompiler:
         if isinstance(base, ir.Tup):
             return self.tuple_index(node, base)
         kind = getattr(base, "kind", None)
-        if kind in (Kind.INTS, Kind.TENSORS):
+        if kind in ir.SEQUENCE_KINDS:
             return self.sequence_index(node, base)
         if kind != Kind.TENSOR:
             raise self.error(node, f"indexing {ops.describe(base)} is not supported in a region")
@@ -43,36 +43,34 @@ class IndexCompiler:
                 return base.items[idx.value]
             except IndexError:
                 raise self.error(node, "tuple index out of range") from None
-        if getattr(idx, "kind", None) == Kind.INT and all(getattr(i, "kind", None) == Kind.INT for i in base.items):
-            return self.intrinsic("seq_index", Kind.INT, self.as_ints(node, base), idx)
-        raise self.error(node, "indexing a tuple needs an int index known at compile time")
+        if getattr(idx, "kind", None) in (Kind.INT, Kind.BOOL):
+            if all(getattr(i, "kind", None) == Kind.INT for i in base.items):
+                return self.intrinsic("seq_index", Kind.INT, self.as_ints(node, base), self.as_int(idx))
+            kinds = {getattr(i, "kind", None) for i in base.items}
+            if len(kinds) == 1 and (kind := kinds.pop()) in ir.LIST_OF:  # items of one kind: a run-time sequence
+                seq = self.intrinsic("list_of", ir.LIST_OF[kind], *base.items)
+                if not base.is_list:
+                    seq = self.intrinsic("tuple_from", Kind.TENSORS if kind == Kind.TENSOR else Kind.INTS, seq)
+                return self.intrinsic("seq_get", kind, seq, self.as_int(idx))
+        raise self.error(
+            node,
+            "indexing a tuple whose items have different kinds needs an index known at compile time",
+        )
 
     def sequence_index(self, node: ast.Subscript, base: ir.Atom) -> Any:
+        """`s[i]` and `s[a:b:c]` of a list or a run-time tuple, with Python's bounds and errors."""
         if isinstance(node.slice, ast.Slice):
             parts = []
             for p in (node.slice.lower, node.slice.upper, node.slice.step):
                 v = self.value(p) if p is not None else ir.Const(None, Kind.NONE)
-                if getattr(v, "kind", None) not in (Kind.INT, Kind.NONE):
+                if getattr(v, "kind", None) not in (Kind.INT, Kind.BOOL, Kind.NONE):
                     raise self.error(node, "slice bounds must be ints or None")
-                parts.append(v)
-            if base.kind != Kind.INTS:
-                raise self.error(node, "slicing a list of tensors is not supported in a region")
-            return self.intrinsic("seq_slice", Kind.INTS, base, *parts)
+                parts.append(self.as_int(v) if v.kind == Kind.BOOL else v)
+            return self.intrinsic("seq_slice", base.kind, base, *parts)
         idx = self.value(node.slice)
-        if getattr(idx, "kind", None) != Kind.INT:
-            raise self.error(node.slice, "a sequence index must be an int")
-        if base.kind == Kind.INTS:
-            return self.intrinsic("seq_index", Kind.INT, base, idx)
-        n = self.intrinsic("seq_len", Kind.INT, base)
-        self.emit(
-            ir.If(
-                self.intrinsic("index_out_of_range", Kind.BOOL, idx, n),
-                (ir.Raise("IndexError", "tuple index out of range", self.line()),),
-                (),
-                self.line(),
-            )
-        )
-        return self.intrinsic("seq_item_signed", Kind.TENSOR, base, idx, n)
+        if getattr(idx, "kind", None) not in (Kind.INT, Kind.BOOL):
+            raise self.error(node.slice, f"sequence indices must be ints, not {ops.describe(idx)}")
+        return self.intrinsic("seq_get", ir.ITEM_KIND[base.kind], base, self.as_int(idx))
 
     def index_items(self, sl: ast.expr) -> tuple[ir.IndexItem, ...]:
         elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
@@ -103,6 +101,8 @@ class IndexCompiler:
                 items.append(ir.IndexItem("tensor", (v,)))
             elif isinstance(v, ir.Tup) and v.items and all(getattr(i, "kind", None) == Kind.INT for i in v.items):
                 items.append(ir.IndexItem("list", tuple(v.items)))  # x[:, [0, -1]]: a Long index tensor
+            elif getattr(v, "kind", None) == Kind.INT_LIST:
+                items.append(ir.IndexItem("ints", (v,)))  # a run-time list of ints: a Long index tensor too
             else:
                 raise self.error(
                     e,
@@ -116,6 +116,8 @@ class IndexCompiler:
 
     def setitem(self, target: ast.Subscript, value: Any) -> None:
         base = self.value(target.value)
+        if self.list_setitem(target, base, value):
+            return
         if getattr(base, "kind", None) != Kind.TENSOR:
             raise self.error(target, "only tensors support item assignment in a region")
         self.store_item(target, base, self.index_items(target.slice), value)

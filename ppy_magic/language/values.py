@@ -199,7 +199,7 @@ def is_literal(node: ast.expr) -> bool:
 def structure_of(value: Any) -> Any:
     """A hashable description of a value: static parts exactly, runtime atoms by kind."""
     if isinstance(value, ir.Tup):
-        return ("tuple", tuple(structure_of(v) for v in value.items), value.structseq)
+        return ("tuple", tuple(structure_of(v) for v in value.items), value.structseq, value.is_list)
     if isinstance(value, ir.Var):
         return ("var", value.kind)
     if isinstance(value, ir.Const):
@@ -227,7 +227,7 @@ def kinds_of(structure: Any) -> tuple[Kind, ...]:
 def rebuild(structure: Any, runtime: Any) -> Any:
     tag = structure[0]
     if tag == "tuple":
-        return ir.Tup(tuple(rebuild(s, runtime) for s in structure[1]), structure[2])
+        return ir.Tup(tuple(rebuild(s, runtime) for s in structure[1]), structure[2], structure[3])
     if tag == "var":
         return next(runtime)
     if tag == "const":
@@ -243,13 +243,11 @@ PLAIN_FUNCTION_HINT = "Decorate it with @ppy.opt so the region can call it, or k
 
 HINTS = {
     "Expr": "A region has no side effects: assign the value, or call an in-place method like x.add_(y).",
-    "While": "`while` loops are not supported in a region; loop over range(n), or keep this function Python.",
-    "For": "Loop over range(n) with int bounds, or keep this function Python.",
     "Try": "Exceptions cannot be caught inside a region; handle them around the call.",
     "With": "Context managers are not supported in a region; put the `with` around the call.",
     "Lambda": "Define the computation inline instead of as a lambda.",
-    "ListComp": "Comprehensions are not supported in a region; write the items out or keep this function Python.",
-    "GeneratorExp": "Comprehensions are not supported in a region.",
+    "SetComp": "Sets are not supported in a region; use a list.",
+    "DictComp": "Dicts are not supported in a region.",
     "Yield": "Generators cannot be regions.",
     "Global": "A region cannot rebind globals; return the value instead.",
     "Nonlocal": "A region cannot rebind outer variables; return the value instead.",

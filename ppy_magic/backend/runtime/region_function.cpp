@@ -78,10 +78,10 @@ PyObject* torch_size_type() {  // torch.Size (its C constructor is not exported)
 }
 
 PyObject* build_items(RegionFunction* self, const char*& spec, OutCursor& cur) {
-  // spec points just after '('; reads items up to the matching ')'.
+  // spec points just after '(' or '['; reads items up to the matching ')' or ']'.
   PyObject* items = PyList_New(0);
   if (!items) return nullptr;
-  while (*spec && *spec != ')') {
+  while (*spec && *spec != ')' && *spec != ']') {
     PyObject* item = build_result(self, spec, cur);
     if (!item || PyList_Append(items, item) < 0) {
       Py_XDECREF(item);
@@ -90,7 +90,7 @@ PyObject* build_items(RegionFunction* self, const char*& spec, OutCursor& cur) {
     }
     Py_DECREF(item);
   }
-  if (*spec == ')') ++spec;
+  if (*spec == ')' || *spec == ']') ++spec;
   return items;
 }
 
@@ -107,6 +107,35 @@ PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur) 
       return PyBool_FromLong(static_cast<long>(cur.out.i[cur.i++]));
     case 'N':
       Py_RETURN_NONE;
+    case 'O':  // a tensor or None: a flag, then the tensor
+      if (cur.out.i[cur.i++]) return THPVariable_Wrap(std::move(cur.out.t[cur.t++]));
+      Py_RETURN_NONE;
+    case 'n': {  // a number whose type the region decided at run time: a tag, then the value
+      const int64_t tag = cur.out.i[cur.i++];
+      if (tag == 0) return PyLong_FromLongLong(cur.out.i[cur.i++]);
+      if (tag == 1) return PyFloat_FromDouble(cur.out.f[cur.f++]);
+      if (tag == 2) return PyBool_FromLong(static_cast<long>(cur.out.i[cur.i++]));
+      const double re = cur.out.f[cur.f++];
+      const double im = cur.out.f[cur.f++];
+      return PyComplex_FromDoubles(re, im);
+    }
+    case 'l':    // a list of tensors, ints or floats: the length, then the items
+    case 'j':
+    case 'g': {
+      const int64_t n = cur.out.i[cur.i++];
+      PyObject* list = PyList_New(n);
+      if (!list) return nullptr;
+      for (int64_t k = 0; k < n; ++k) {
+        PyObject* v = c == 'l'   ? THPVariable_Wrap(std::move(cur.out.t[cur.t++]))
+                      : c == 'j' ? PyLong_FromLongLong(cur.out.i[cur.i++])
+                                 : PyFloat_FromDouble(cur.out.f[cur.f++]);
+        if (!v) { Py_DECREF(list); return nullptr; }
+        PyList_SET_ITEM(list, k, v);
+      }
+      return list;
+    }
+    case '[':  // a list of a length known when the region was compiled
+      return build_items(self, spec, cur);
     case 'V': {  // a tuple of as many tensors as the next int says
       const int64_t n = cur.out.i[cur.i++];
       PyObject* tup = PyTuple_New(n);
@@ -329,7 +358,8 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   self->calls++;
   ppy::Out out;
   bool failed = false;
-  if (work < kReleaseGilElements) {
+  out.gil_released = work >= kReleaseGilElements;  // the region then takes the GIL to poll for signals
+  if (!out.gil_released) {
     // Small inputs: releasing and re-taking the GIL would cost more than the
     // ops themselves (measured: ~0.2 us of a 2.6 us call).
     try {
@@ -351,7 +381,10 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
     }
     Py_END_ALLOW_THREADS
   }
-  if (!failed && out.error != ppy::PyError::None) {
+  if (!failed && out.error == ppy::PyError::Pending) {
+    failed = true;  // a signal handler raised while the region polled (KeyboardInterrupt): already set
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "ppy: a region stopped for a Python error it lost");
+  } else if (!failed && out.error != ppy::PyError::None) {
     failed = true;
     PyErr_SetString(python_error_type(out.error), out.message.c_str());
   }
@@ -422,7 +455,7 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   }
   // The return spec indexes result_types ('R<k>'): check it here, not on every call.
   for (const char* c = ret; *c; ++c) {
-    if (std::strchr("Tfib()NVS", *c) == nullptr && *c != 'R') {
+    if (std::strchr("Tfib()NVSOnljg[]", *c) == nullptr && *c != 'R') {
       PyErr_Format(PyExc_ValueError, "bad return spec '%s'", ret);
       return nullptr;
     }
