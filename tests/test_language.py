@@ -344,11 +344,11 @@ def test_what_stays_python_says_where_and_why(cell):
 @pytest.mark.parametrize(
     "body, where, words",
     [
-        ("    for i in range(3):\n        break\n    return x", "at 5:9", "`break`"),
+        ("    for i in range(3):\n        del x\n    return x", "at 5:9", "`del`"),
         ("    y = f'{x}'\n    return x", "at 4:9", "f-string"),
-        ("    return x.item()", "at 4:12", "item"),
+        ("    return x.tolist()", "at 4:12", "tolist"),
         ("    return {'a': x}", "at 4:12", "dict"),
-        ("    for i in x:\n        pass\n    return x", "at 4:14", "range"),
+        ("    for i in 'abc':\n        pass\n    return x", "at 4:14", "iterating over str"),
         ("    y = F.softmax(x)\n    return y", "at 4:9", "pass dim="),
         ("    return x.frobnicate()", "at 4:12", "frobnicate"),
     ],

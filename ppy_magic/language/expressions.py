@@ -285,10 +285,9 @@ class ExpressionCompiler:
         raise self.error(node, f"expected a sequence of ints, got {ops.describe(v)}")
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
-        operand = self.value(node.operand)
         if isinstance(node.op, ast.Not):
-            t = self.truth_of(node, operand)
-            return ir.Const(not t.value, Kind.BOOL) if isinstance(t, ir.Const) else self.intrinsic("not", Kind.BOOL, t)
+            return self.truth(node)
+        operand = self.value(node.operand)
         if isinstance(operand, ir.Const):
             return self.fold(node, PY_UNARYOPS[type(node.op)], operand)
         kind = getattr(operand, "kind", None)
@@ -316,6 +315,13 @@ class ExpressionCompiler:
 
     # truth and comparisons
     def truth(self, node: ast.expr) -> ir.Atom:
+        """The truth of a test, as `if`/`while`/`assert`/`not` take it: `a and b` there is bool(a), then
+        bool(b) only if needed (each operand's truth taken once, as the interpreter takes it)."""
+        if isinstance(node, ast.BoolOp):
+            return self.short_circuit(node, isinstance(node.op, ast.And), self.bool_operands(node, self.truth))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            t = self.truth(node.operand)
+            return ir.Const(not t.value, Kind.BOOL) if isinstance(t, ir.Const) else self.intrinsic("not", Kind.BOOL, t)
         return self.truth_of(node, self.value(node))
 
     def truth_of(self, node: ast.AST, v: Any) -> ir.Atom:
@@ -349,19 +355,23 @@ class ExpressionCompiler:
     def visit_BoolOp(self, node: ast.BoolOp) -> Any:
         """`a and b`, `a or b`: Python's value (an operand) and short-circuit (later operands, and their
         ATen calls, only when the earlier ones leave the result open)."""
+        return self.short_circuit(node, isinstance(node.op, ast.And), self.bool_operands(node, self.value))
+
+    def bool_operands(self, node: ast.BoolOp, compile_one: Any) -> list:
+        """Thunks compiling each operand of `and`/`or`; a later operand knows what the earlier ones say of
+        Tensor-or-None names (`x is not None and x.sum() > 0`: x is a tensor in the second)."""
         is_and = isinstance(node.op, ast.And)
 
         def operand(i: int) -> Any:
-            # `x is not None and x.sum() > 0`: x is a tensor in the later operands (`or`: after `x is None`)
             saved = dict(self.locals)
             for earlier in node.values[:i]:
                 self.narrow(self.narrowing(earlier), is_and)
             try:
-                return self.value(node.values[i])
+                return compile_one(node.values[i])
             finally:
                 self.locals = saved
 
-        return self.short_circuit(node, is_and, [lambda i=i: operand(i) for i in range(len(node.values))])
+        return [lambda i=i: operand(i) for i in range(len(node.values))]
 
     def visit_Compare(self, node: ast.Compare) -> Any:
         """`a < b < c` is `(a < b) and (b < c)` with b evaluated once and c only if a < b holds."""

@@ -313,7 +313,7 @@ def _translate(
         raise comp.error(fn, str(exc)) from None
     if not comp.terminated:
         raise comp.error(fn, "a region must end with `return`", "Return the result tensor(s).")
-    specs = {s for s, _ in comp.returns}
+    specs = {s for s, _ in comp.returns} or {ir.RETURN_CODES[Kind.NONE]}  # no return: it never returns
     if len(specs) != 1:
         raise comp.error(
             fn,

@@ -36,6 +36,7 @@ class RangeIteration:
     stop: ir.Atom
     step: ir.Atom
     reverse: bool = False
+    last: ir.Atom | None = None  # reversed: the index of the last item (len - 1), computed before the loop
 
 
 @dataclass(frozen=True)
@@ -273,8 +274,10 @@ class LoopCompiler:
             self.check("check_iterable", arg)
             flipped = self.call_op(node, ops.OpSpec("flip"), [arg, ir.Const(0, Kind.INT)], {}, method=True)
             return self.value_iteration(node, flipped)
-        if isinstance(arg, RangeIteration):
-            return RangeIteration(arg.start, arg.stop, arg.step, not arg.reverse)
+        if isinstance(arg, RangeIteration) and not arg.reverse:
+            n = self.intrinsic("range_len", Kind.INT, arg.start, arg.stop, arg.step)
+            last = self.intrinsic("int_sub", Kind.INT, n, ir.Const(1, Kind.INT))
+            return RangeIteration(arg.start, arg.stop, arg.step, True, last)
         if isinstance(arg, (SequenceIteration, StaticIteration)):
             raise self.error(node, "reversed() of an iterator (zip, enumerate, reversed) fails in Python too")
         part = self.value_iteration(node, arg)
@@ -404,10 +407,8 @@ class LoopCompiler:
                 var = self.new_var("i", Kind.INT)
                 return var, lambda body: ir.For(var, it.start, it.stop, it.step, body, line)
             # reversed(range(...)): the same items counted down, as range.__reversed__ gives them
-            n = self.intrinsic("range_len", Kind.INT, it.start, it.stop, it.step)
             k = self.new_var("k", Kind.INT)
-            last = self.intrinsic("int_sub", Kind.INT, n, ir.Const(1, Kind.INT))
-            minus_one = ir.Const(-1, Kind.INT)
+            last, minus_one = it.last, ir.Const(-1, Kind.INT)
             value = self.intrinsic("range_item", Kind.INT, it.start, it.step, k)
             return value, lambda body: ir.For(k, last, minus_one, minus_one, body, line)
         items = tuple(self.new_var("item", ir.ITEM_KIND[q.kind]) for q in it.seqs)

@@ -228,8 +228,9 @@ class StatementCompiler:
             return
         self.branch(node, test, node.body, node.orelse, narrowed)
 
-    def narrowing(self, test: ast.expr) -> tuple[str, bool] | None:
-        """`x is None` / `x is not None` on a Tensor-or-None name: (name, branch where it is a Tensor)."""
+    def narrowing(self, test: ast.expr) -> list[tuple[str, bool]]:
+        """What a test says of Tensor-or-None names: (name, the branch on which it holds a tensor) for
+        `x is None` / `x is not None`, and for the `and`/`or`/`not` of such tests."""
         if (
             isinstance(test, ast.Compare)
             and len(test.ops) == 1
@@ -240,14 +241,18 @@ class StatementCompiler:
         ):
             value = self.locals.get(test.left.id)
             if getattr(value, "kind", None) == Kind.OPT_TENSOR:
-                return test.left.id, isinstance(test.ops[0], ast.IsNot)
-        return None
+                return [(test.left.id, isinstance(test.ops[0], ast.IsNot))]
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return [(name, not which) for name, which in self.narrowing(test.operand)]
+        if isinstance(test, ast.BoolOp):  # `and`: all hold when it is true; `or`: none holds when it is false
+            holds = isinstance(test.op, ast.And)
+            return [(n, w) for v in test.values for n, w in self.narrowing(v) if w == holds]
+        return []
 
-    def narrow(self, narrowed: tuple[str, bool] | None, which: bool) -> None:
+    def narrow(self, narrowed: list[tuple[str, bool]], which: bool) -> None:
         """On the path where a Tensor-or-None name is known to hold a tensor, bind it to the tensor."""
-        if narrowed is not None and narrowed[1] == which:
-            name = narrowed[0]
-            if getattr(self.locals.get(name), "kind", None) == Kind.OPT_TENSOR:
+        for name, holds in narrowed:
+            if holds == which and getattr(self.locals.get(name), "kind", None) == Kind.OPT_TENSOR:
                 self.locals[name] = self.intrinsic("unwrap_optional", Kind.TENSOR, self.locals[name])
 
     def branch(
@@ -256,7 +261,7 @@ class StatementCompiler:
         test: ir.Atom,
         then: list[ast.stmt],
         orelse: list[ast.stmt],
-        narrowed: tuple[str, bool] | None = None,
+        narrowed: list[tuple[str, bool]] = (),
     ) -> None:
         before = dict(self.locals)
         paths = []

@@ -337,15 +337,23 @@ inline int64_t range_item(int64_t start, int64_t step, int64_t k) {  // in range
 }
 
 // ---- tensors as Python numbers and iterables ----
-// float(t): Tensor.__float__ (dispatch_to<double> in python_variable_methods.cpp).
-inline double tensor_to_float(const at::Tensor& t) {
+// dispatch_to<double> of python_variable_methods.cpp: one element, read as a double.
+inline double item_as_double(const at::Tensor& t) {
   c10::OptionalDeviceGuard guard(at::device_of(t));
   TORCH_CHECK_VALUE(t.sym_numel() == 1, "only one element tensors can be converted to Python scalars");
   return t.item<double>();
 }
+// float(t): Tensor.__float__, which warns (once) about a tensor that requires grad.
+inline double tensor_to_float(const at::Tensor& t) {
+  if (t.requires_grad()) {
+    TORCH_WARN_ONCE("Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior.\n"
+                    "Consider using tensor.detach() first.");
+  }
+  return item_as_double(t);
+}
 // int(t): Tensor.__int__: a floating tensor's value goes through a double, as int(float) truncates it.
 inline int64_t tensor_to_int(const at::Tensor& t) {
-  if (at::isFloatingType(t.scalar_type())) return math_trunc(tensor_to_float(t));
+  if (at::isFloatingType(t.scalar_type())) return math_trunc(item_as_double(t));
   c10::OptionalDeviceGuard guard(at::device_of(t));
   TORCH_CHECK_VALUE(t.sym_numel() == 1, "only one element tensors can be converted to Python scalars");
   return t.item<int64_t>();

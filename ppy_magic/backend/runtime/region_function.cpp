@@ -359,34 +359,42 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   ppy::Out out;
   bool failed = false;
   out.gil_released = work >= kReleaseGilElements;  // the region then takes the GIL to poll for signals
-  if (!out.gil_released) {
-    // Small inputs: releasing and re-taking the GIL would cost more than the
-    // ops themselves (measured: ~0.2 us of a 2.6 us call).
-    try {
-      self->entry(cargs.data(), &out);
-    } catch (...) {
-      failed = true;
-      torch::translate_exception_to_python(std::current_exception());
+  try {
+    // ATen's warnings (TORCH_WARN) become Python warnings when the call ends, as in eager's bindings.
+    torch::PyWarningHandler warnings;
+    if (!out.gil_released) {
+      // Small inputs: releasing and re-taking the GIL would cost more than the
+      // ops themselves (measured: ~0.2 us of a 2.6 us call).
+      try {
+        self->entry(cargs.data(), &out);
+      } catch (...) {
+        failed = true;
+        torch::translate_exception_to_python(std::current_exception());
+      }
+    } else {
+      // Large inputs: let other Python threads run meanwhile, as eager does per op.
+      Py_BEGIN_ALLOW_THREADS
+      try {
+        self->entry(cargs.data(), &out);
+      } catch (...) {
+        failed = true;
+        PyGILState_STATE st = PyGILState_Ensure();  // translation needs the GIL
+        torch::translate_exception_to_python(std::current_exception());
+        PyGILState_Release(st);
+      }
+      Py_END_ALLOW_THREADS
     }
-  } else {
-    // Large inputs: let other Python threads run meanwhile, as eager does per op.
-    Py_BEGIN_ALLOW_THREADS
-    try {
-      self->entry(cargs.data(), &out);
-    } catch (...) {
+    if (!failed && out.error == ppy::PyError::Pending) {
+      failed = true;  // a signal handler raised while the region polled (KeyboardInterrupt): already set
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "ppy: a region stopped for a Python error it lost");
+    } else if (!failed && out.error != ppy::PyError::None) {
       failed = true;
-      PyGILState_STATE st = PyGILState_Ensure();  // translation needs the GIL
-      torch::translate_exception_to_python(std::current_exception());
-      PyGILState_Release(st);
+      PyErr_SetString(python_error_type(out.error), out.message.c_str());
     }
-    Py_END_ALLOW_THREADS
-  }
-  if (!failed && out.error == ppy::PyError::Pending) {
-    failed = true;  // a signal handler raised while the region polled (KeyboardInterrupt): already set
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "ppy: a region stopped for a Python error it lost");
-  } else if (!failed && out.error != ppy::PyError::None) {
+    if (failed) warnings.set_in_exception();
+  } catch (python_error& e) {  // a warning that the warning filters turned into an error
+    e.restore();
     failed = true;
-    PyErr_SetString(python_error_type(out.error), out.message.c_str());
   }
   if (failed) {
     add_line_note(self, out.line);
