@@ -142,10 +142,9 @@ class LoopCompiler:
         return None
 
     def visit_For(self, node: ast.For) -> None:
-        it = self.iteration(node.iter)
+        # break/continue need a run-time loop: tuples known at compile time become run-time sequences
+        it = self.iteration(node.iter, runtime=_jumps(node.body, (ast.Break, ast.Continue)))
         assigned = stored_names(node.body) | stored_names([node.target])
-        if isinstance(it, StaticIteration) and _jumps(node.body, (ast.Break, ast.Continue)):
-            it = self.runtime_iteration(node.iter, it)  # break/continue need a run-time loop
         self.run_loop(
             node, it, lambda value: self.bind_target(node.target, value), None, node.body, assigned, node.orelse
         )
@@ -165,49 +164,52 @@ class LoopCompiler:
         self.terminated = True
 
     # -- what a loop iterates ------------------------------------------------------------------------
-    def iteration(self, node: ast.expr) -> Iteration:
+    def iteration(self, node: ast.expr, runtime: bool = False) -> Iteration:
         """What `for ... in node` iterates, evaluated as Python evaluates it (once, before the loop):
-        zip(), enumerate() and reversed() evaluate their arguments, then take an iterator of each."""
+        zip(), enumerate() and reversed() evaluate their arguments, then take an iterator of each.
+        `runtime`: never unrolled (the loop breaks or continues)."""
         fn = static_value(node.func, self.g) if isinstance(node, ast.Call) else None
         if fn is range and not node.keywords:
             return self.range_iteration(node)
         if fn not in (zip, enumerate, reversed) or any(isinstance(a, ast.Starred) for a in node.args):
-            return self.value_iteration(node, self.value(node))
+            return self.value_iteration(node, self.value(node), runtime)
         if fn is enumerate:
             keywords = {k.arg: k.value for k in node.keywords}
             if not 1 <= len(node.args) + len(keywords) <= 2 or set(keywords) - {"start"} or not node.args:
                 raise self.error(node, "enumerate() takes an iterable and a start")
-            arg = self.iterable_value(node.args[0])
+            arg = self.iterable_value(node.args[0], runtime)
             start_node = node.args[1] if len(node.args) == 2 else keywords.get("start")
             start = self.value(start_node) if start_node is not None else ir.Const(0, Kind.INT)
             if getattr(start, "kind", None) not in (Kind.INT, Kind.BOOL):
                 raise self.error(node, f"enumerate() needs an int start in a region, got {ops.describe(start)}")
-            return self.enumerate_iteration(node, self.to_iteration(node, arg), self.as_int(start))
+            part = self.to_iteration(node, arg, runtime)
+            return self.enumerate_iteration(node, part, self.as_int(start))
         if node.keywords:
             raise self.error(node, f"{fn.__name__}() with keywords is not supported in a region")
-        args = [self.iterable_value(a) for a in node.args]
+        args = [self.iterable_value(a, runtime) for a in node.args]
         if fn is zip:
-            return self.zip_iterations(
-                node, [self.to_iteration(a_node, a) for a_node, a in zip(node.args, args, strict=True)]
-            )
+            parts = [self.to_iteration(a_node, a, runtime) for a_node, a in zip(node.args, args, strict=True)]
+            return self.zip_iterations(node, parts)
         if len(args) != 1:
             raise self.error(node, f"reversed expected 1 argument, got {len(args)}")
-        return self.reversed_iteration(node, args[0])
+        return self.reversed_iteration(node, args[0], runtime)
 
-    def iterable_value(self, node: ast.expr) -> Any:
+    def iterable_value(self, node: ast.expr, runtime: bool = False) -> Any:
         """An argument of zip()/enumerate()/reversed(): an iteration if it is one of those calls (made now,
         as Python makes it), else its value."""
         if isinstance(node, ast.Call) and static_value(node.func, self.g) in (zip, enumerate, reversed, range):
-            return self.iteration(node)
+            return self.iteration(node, runtime)
         return self.value(node)
 
-    def to_iteration(self, node: ast.AST, value: Any) -> Iteration:
+    def to_iteration(self, node: ast.AST, value: Any, runtime: bool = False) -> Iteration:
         if isinstance(value, (RangeIteration, SequenceIteration, StaticIteration)):
             return value
-        return self.value_iteration(node, value)
+        return self.value_iteration(node, value, runtime)
 
-    def value_iteration(self, node: ast.AST, value: Any) -> Iteration:
+    def value_iteration(self, node: ast.AST, value: Any, runtime: bool = False) -> Iteration:
         if isinstance(value, ir.Tup):
+            if runtime:
+                return SequenceIteration((self.runtime_sequence(node, value.items),), ("item", 0))
             return StaticIteration(tuple(value.items))
         kind = getattr(value, "kind", None)
         if kind == Kind.TENSOR:  # Tensor.__iter__: TypeError for a 0-d tensor, else iter(self.unbind(0))
@@ -268,7 +270,7 @@ class LoopCompiler:
             raise self.error(node, "enumerate() of reversed() is not supported in a region")
         return SequenceIteration(p.seqs, ("tuple", (("index", start), p.shape)))
 
-    def reversed_iteration(self, node: ast.AST, arg: Any) -> Iteration:
+    def reversed_iteration(self, node: ast.AST, arg: Any, runtime: bool = False) -> Iteration:
         if getattr(arg, "kind", None) == Kind.TENSOR:
             # Tensor.__reversed__ is flip(0) (the tensor itself if 0-d, which iter() then refuses)
             self.check("check_iterable", arg)
@@ -280,9 +282,9 @@ class LoopCompiler:
             return RangeIteration(arg.start, arg.stop, arg.step, True, last)
         if isinstance(arg, (SequenceIteration, StaticIteration)):
             raise self.error(node, "reversed() of an iterator (zip, enumerate, reversed) fails in Python too")
+        if isinstance(arg, ir.Tup):
+            return self.value_iteration(node, ir.Tup(tuple(reversed(arg.items))), runtime)
         part = self.value_iteration(node, arg)
-        if isinstance(part, StaticIteration):
-            return StaticIteration(tuple(reversed(part.items)))
         return SequenceIteration(part.seqs, part.shape, True)
 
     def as_sequence_iteration(self, node: ast.AST, part: Iteration) -> SequenceIteration:
@@ -291,9 +293,6 @@ class LoopCompiler:
         if isinstance(part, StaticIteration):
             return SequenceIteration((self.runtime_sequence(node, part.items),), ("item", 0))
         raise self.error(node, "zip() or enumerate() of range() is not supported in a region; index instead")
-
-    def runtime_iteration(self, node: ast.AST, it: StaticIteration) -> SequenceIteration:
-        return SequenceIteration((self.runtime_sequence(node, it.items),), ("item", 0))
 
     def runtime_sequence(self, node: ast.AST, items: tuple[Any, ...]) -> ir.Atom:
         """A tuple known at compile time as a run-time one (its items must be of one kind)."""
