@@ -42,14 +42,17 @@ def layer(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 @ppy.opt(3)
 def gru(xs, h, w_ih, w_hh, b_ih, b_hh):
+    # the GRU cell of PyTorch's own RNN benchmarks (benchmarks/fastrnns/cells.py), over time
     outs = []
     for x in xs:
-        i_r, i_z, i_n = (x @ w_ih.t() + b_ih).chunk(3, 1)
-        h_r, h_z, h_n = (h @ w_hh.t() + b_hh).chunk(3, 1)
-        r = torch.sigmoid(i_r + h_r)
-        z = torch.sigmoid(i_z + h_z)
-        n = torch.tanh(i_n + r * h_n)
-        h = (1 - z) * n + z * h
+        gi = torch.mm(x, w_ih.t()) + b_ih
+        gh = torch.mm(h, w_hh.t()) + b_hh
+        i_r, i_i, i_n = gi.chunk(3, 1)
+        h_r, h_i, h_n = gh.chunk(3, 1)
+        resetgate = (i_r + h_r).sigmoid()
+        inputgate = torch.sigmoid(i_i + h_i)
+        newgate = (i_n + resetgate * h_n).tanh()
+        h = newgate + inputgate * (h - newgate)
         outs.append(h)
     return torch.stack(outs)
 """

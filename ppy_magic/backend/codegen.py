@@ -104,7 +104,7 @@ def _uses(stmt: ir.Stmt) -> set[str]:
         for a in (stmt.start, stmt.stop, stmt.step):
             add(a)
     elif isinstance(stmt, ir.ForEach):
-        for a in stmt.seqs:
+        for a in stmt.seqs + tuple(x for x in stmt.starts if x is not None):
             add(a)
     for s in _children(stmt):
         out |= _uses(s)
@@ -252,17 +252,20 @@ class Emitter:
         elif isinstance(s, ir.ForEach):
             self.line(depth, s.line)
             k = f"ppy_k{self.loops}"
-            sizes = [f"static_cast<int64_t>({atom(q)}.size())" for q in s.seqs]
-            if s.reverse:  # reversed(): from the end, while the index is still inside the (shrinking) list
-                (size,) = sizes
-                self.out(depth, f"for (int64_t {k} = {size} - 1; {k} >= 0 && {k} < {size}; --{k}) {{")
-            else:
-                cond = " && ".join(f"{k} < {size}" for size in sizes)
-                self.out(depth, f"for (int64_t {k} = 0; {cond}; ++{k}) {{")
+            starts = s.starts or (None,) * len(s.seqs)
+            conds, items = [], []
+            for q, start in zip(s.seqs, starts, strict=True):
+                size = f"static_cast<int64_t>({atom(q)}.size())"
+                if start is None:
+                    conds.append(f"{k} < {size}")
+                    items.append(f"{atom(q)}[{k}]")
+                else:  # reversed(): from its start down, while still inside the (maybe shrunk) list
+                    at = f"{atom(start)} - {k}"
+                    conds.append(f"{at} >= 0 && {at} < {size}")
+                    items.append(f"{atom(q)}[{at}]")
+            self.out(depth, f"for (int64_t {k} = 0; {' && '.join(conds)}; ++{k}) {{")
             head = [f"const int64_t {NAME(s.index)} = {k};"] if s.index is not None else []
-            head += [
-                f"{cpp.cpp_type(v.kind)} {NAME(v)} = {atom(q)}[{k}];" for v, q in zip(s.items, s.seqs, strict=True)
-            ]
+            head += [f"{cpp.cpp_type(v.kind)} {NAME(v)} = {item};" for v, item in zip(s.items, items, strict=True)]
             self.loop_body(s.body, depth + 1, head)
             self.out(depth, "}")
         elif isinstance(s, ir.Loop):

@@ -36,22 +36,27 @@ class IndexCompiler:
                 for p in (node.slice.lower, node.slice.upper, node.slice.step)
             ]
             if all(isinstance(p, ir.Const) for p in parts):
-                return ir.Tup(base.items[slice(*(p.value for p in parts))])
+                items = base.items[slice(*(p.value for p in parts))]
+                return self.make_list(node, items) if base.is_list else ir.Tup(items)
+            if base.is_list:
+                return self.sequence_index(node, self.as_runtime_list(node, base))
             return self.sequence_index(node, self.as_ints(node, base))
-        if isinstance(idx, ir.Const) and idx.kind == Kind.INT:
-            try:
-                return base.items[idx.value]
-            except IndexError:
-                raise self.error(node, "tuple index out of range") from None
+        if isinstance(idx, ir.Const) and idx.kind == Kind.INT and -len(base.items) <= idx.value < len(base.items):
+            return base.items[idx.value]
         if getattr(idx, "kind", None) in (Kind.INT, Kind.BOOL):
-            if all(getattr(i, "kind", None) == Kind.INT for i in base.items):
-                return self.intrinsic("seq_index", Kind.INT, self.as_ints(node, base), self.as_int(idx))
+            # an index known only at run time (or out of range): the items as a run-time sequence, which
+            # raises IndexError as Python does
             kinds = {getattr(i, "kind", None) for i in base.items}
-            if len(kinds) == 1 and (kind := kinds.pop()) in ir.LIST_OF:  # items of one kind: a run-time sequence
+            kind = kinds.pop() if len(kinds) == 1 else None
+            if base.is_list and kind in ir.LIST_OF:
                 seq = self.intrinsic("list_of", ir.LIST_OF[kind], *base.items)
-                if not base.is_list:
-                    seq = self.intrinsic("tuple_from", Kind.TENSORS if kind == Kind.TENSOR else Kind.INTS, seq)
                 return self.intrinsic("seq_get", kind, seq, self.as_int(idx))
+            if not base.is_list and kind in (Kind.INT, Kind.TENSOR):
+                tup = Kind.INTS if kind == Kind.INT else Kind.TENSORS
+                seq = self.intrinsic("tuple_from", tup, self.intrinsic("list_of", ir.LIST_OF[kind], *base.items))
+                return self.intrinsic("seq_get", kind, seq, self.as_int(idx))
+        if isinstance(idx, ir.Const) and idx.kind == Kind.INT:
+            raise self.error(node, f"{'list' if base.is_list else 'tuple'} index out of range, in Python too")
         raise self.error(
             node,
             "indexing a tuple whose items have different kinds needs an index known at compile time",

@@ -392,15 +392,16 @@ class For:
 class ForEach:
     """Iterate over sequences in step, as Python's iterators (and zip) do: the k-th items of every
     sequence, while k is below the length of each; a list's length is read again before each step,
-    so items appended meanwhile are visited. `index` is k (or None); `reverse` counts down from the
-    end, as ``reversed()`` does."""
+    so items appended meanwhile are visited. `index` is k (or None). A sequence with a start in
+    `starts` is walked backwards from it, as ``reversed()`` walks a list: item start - k, while
+    that is still inside the list."""
 
     items: tuple[Var, ...]
     seqs: tuple[Atom, ...]
     index: Var | None
     body: tuple[Stmt, ...]
     line: int
-    reverse: bool = False
+    starts: tuple[Atom | None, ...] = ()  # one per sequence, or () if every one is walked forwards
 
 
 @dataclass(frozen=True)

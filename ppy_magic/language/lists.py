@@ -443,7 +443,7 @@ class ListCompiler:
         def of_item(v: Any) -> Any:
             if getattr(v, "kind", None) != item or not isinstance(v, (ir.Var, ir.Const)):
                 raise self.error(
-                    node, f"a {ir.KIND_NAMES[kind]} cannot hold {ops.describe(v)} in a region (one kind of item)"
+                    node, f"{ir.KIND_NAMES[kind]} cannot hold {ops.describe(v)} in a region (one kind of item)"
                 )
             return v
 
@@ -489,7 +489,7 @@ class ListCompiler:
         if got == Kind.TENSOR and item == Kind.TENSOR:  # extend iterates: the tensor's rows
             self.check("check_iterable", value)
             return self.call_op(node, ops.OpSpec("unbind"), [value], {}, method=True, display="Tensor.__iter__")
-        raise self.error(node, f"cannot add the items of {ops.describe(value)} to a {ir.KIND_NAMES[kind]}")
+        raise self.error(node, f"cannot add the items of {ops.describe(value)} to {ir.KIND_NAMES[kind]}")
 
     # -- operators ---------------------------------------------------------------------------------------
     def list_binop(self, node: ast.AST, op: ast.operator, lhs: Any, rhs: Any) -> Any | None:
@@ -583,7 +583,7 @@ class ListCompiler:
         if getattr(i, "kind", None) not in (Kind.INT, Kind.BOOL):
             raise self.error(target, f"list indices must be ints, not {ops.describe(i)}")
         if getattr(value, "kind", None) != ir.ITEM_KIND[kind]:
-            raise self.error(target, f"a {ir.KIND_NAMES[kind]} cannot hold {ops.describe(value)} in a region")
+            raise self.error(target, f"{ir.KIND_NAMES[kind]} cannot hold {ops.describe(value)} in a region")
         self.emit(ir.Effect(ir.Intrinsic("list_set", (base, self.as_int(i), value)), self.line()))
         return True
 

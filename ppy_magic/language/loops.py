@@ -42,11 +42,16 @@ class RangeIteration:
 @dataclass(frozen=True)
 class SequenceIteration:
     """Run-time sequences stepped together; `shape` builds each iteration's value from their items:
-    ("item", j) | ("index", start) | ("tuple", (shape, ...))."""
+    ("item", j) | ("index", start) | ("tuple", (shape, ...)). `starts`: for each sequence walked
+    backwards (reversed()), the index of its first item (len - 1 when reversed() was called)."""
 
     seqs: tuple[ir.Atom, ...]
     shape: Any
-    reverse: bool = False
+    starts: tuple[ir.Atom | None, ...] = ()
+
+    @property
+    def firsts(self) -> tuple[ir.Atom | None, ...]:
+        return self.starts or (None,) * len(self.seqs)
 
 
 @dataclass(frozen=True)
@@ -250,15 +255,15 @@ class LoopCompiler:
             n = min((len(p.items) for p in parts), default=0)
             return StaticIteration(tuple(ir.Tup(tuple(p.items[k] for p in parts)) for k in range(n)))
         seqs: list[ir.Atom] = []
+        starts: list[ir.Atom | None] = []
         shapes = []
         for p in parts:
             p = self.as_sequence_iteration(node, p)
-            if p.reverse:
-                raise self.error(node, "zip() of reversed() is not supported in a region")
             offset = len(seqs)
             seqs += p.seqs
+            starts += p.firsts
             shapes.append(_shift(p.shape, offset))
-        return SequenceIteration(tuple(seqs), ("tuple", tuple(shapes)))
+        return SequenceIteration(tuple(seqs), ("tuple", tuple(shapes)), tuple(starts))
 
     def enumerate_iteration(self, node: ast.AST, part: Iteration, start: ir.Atom) -> Iteration:
         if isinstance(part, StaticIteration) and isinstance(start, ir.Const):
@@ -266,9 +271,7 @@ class LoopCompiler:
                 tuple(ir.Tup((ir.Const(start.value + k, Kind.INT), item)) for k, item in enumerate(part.items))
             )
         p = self.as_sequence_iteration(node, part)
-        if p.reverse:
-            raise self.error(node, "enumerate() of reversed() is not supported in a region")
-        return SequenceIteration(p.seqs, ("tuple", (("index", start), p.shape)))
+        return SequenceIteration(p.seqs, ("tuple", (("index", start), p.shape)), p.starts)
 
     def reversed_iteration(self, node: ast.AST, arg: Any, runtime: bool = False) -> Iteration:
         if getattr(arg, "kind", None) == Kind.TENSOR:
@@ -280,12 +283,16 @@ class LoopCompiler:
             n = self.intrinsic("range_len", Kind.INT, arg.start, arg.stop, arg.step)
             last = self.intrinsic("int_sub", Kind.INT, n, ir.Const(1, Kind.INT))
             return RangeIteration(arg.start, arg.stop, arg.step, True, last)
-        if isinstance(arg, (SequenceIteration, StaticIteration)):
+        if isinstance(arg, (RangeIteration, SequenceIteration, StaticIteration)):
             raise self.error(node, "reversed() of an iterator (zip, enumerate, reversed) fails in Python too")
         if isinstance(arg, ir.Tup):
             return self.value_iteration(node, ir.Tup(tuple(reversed(arg.items))), runtime)
         part = self.value_iteration(node, arg)
-        return SequenceIteration(part.seqs, part.shape, True)
+        (seq,) = part.seqs  # a list's reverse iterator starts at its last item, as it is when reversed() runs
+        n = self.intrinsic("seq_len", Kind.INT, seq)
+        return SequenceIteration(
+            part.seqs, part.shape, (self.intrinsic("int_sub", Kind.INT, n, ir.Const(1, Kind.INT)),)
+        )
 
     def as_sequence_iteration(self, node: ast.AST, part: Iteration) -> SequenceIteration:
         if isinstance(part, SequenceIteration):
@@ -425,7 +432,7 @@ class LoopCompiler:
             return ir.Tup(tuple(build(s) for s in shape[1]))
 
         value = build(it.shape)
-        return value, lambda body: ir.ForEach(items, it.seqs, index, body, line, it.reverse)
+        return value, lambda body: ir.ForEach(items, it.seqs, index, body, line, it.starts)
 
     def unrolled_loop(
         self, it: StaticIteration, bind: Callable[[Any], None], body: Callable[[], None], orelse: list[ast.stmt]

@@ -131,7 +131,7 @@ class StatementCompiler:
                 current = self.intrinsic("seq_get", ir.ITEM_KIND[base.kind], base, i)
                 new = self.augmented(node, current, self.value(node.value))
                 if getattr(new, "kind", None) != current.kind:
-                    raise self.error(target, f"a {ir.KIND_NAMES[base.kind]} cannot hold {ops.describe(new)}")
+                    raise self.error(target, f"{ir.KIND_NAMES[base.kind]} cannot hold {ops.describe(new)}")
                 self.emit(ir.Effect(ir.Intrinsic("list_set", (base, i, new)), self.line()))
                 return
             index = self.index_items(target.slice)
