@@ -44,8 +44,28 @@ def item_of(x):
 
 
 @ppy.opt(3)
+def number_arithmetic(x, y):
+    a = x.item()
+    b = y.item()
+    return (
+        a + b, a - 1, a * 2.5, a / 3, a // 2, a % 3, b - True, -a, abs(b),
+        a < b, a == 2, a >= 1.5, b != 0, 0.5 < a <= 3, float(a), int(b), bool(a),
+        x * a, a - y, max(a, b) if a > b else b,
+    )
+
+
+@ppy.opt(3)
 def and_or_values(n: int, f: float, flag: bool):
     return n or f, n and f, flag or n, (n > 2) and (f < 1.0)
+
+
+@ppy.opt(3)
+def membership(x, mode: str, k: int):
+    if mode in ("mean", "sum"):
+        x = x * 2
+    if k not in (1, 2, 3):
+        x = x + 1
+    return x, k in (5, 6), mode not in ("max",)
 
 
 @ppy.opt(3)
@@ -220,8 +240,16 @@ CALLS = {
         (rand(3, requires_grad=True), rand(3, seed=1, requires_grad=True)),
     ],
     "conversions": [(rand(3),), (torch.tensor([1, 2, 3]),), (torch.tensor([True, False]),)],
+    "number_arithmetic": [
+        (torch.tensor(3), torch.tensor(-2)),
+        (torch.tensor(2.0), torch.tensor(True)),
+        (torch.tensor(True), torch.tensor(7.25, dtype=torch.float64)),
+        (torch.tensor(-7), torch.tensor(0)),
+        (rand(()), rand((), seed=1)),
+    ],
     "item_of": [(torch.tensor(True),), (torch.tensor([7]),), (rand(1, dtype=torch.float64),), (rand(2),)],
     "and_or_values": [(0, 1.5, True), (3, 0.0, False), (2, 2.0, False)],
+    "membership": [(rand(2), "sum", 2), (rand(2), "max", 5), (rand(2), "", 0)],
     "while_else": [(rand(4) * 8, 100), (rand(4) * 8, 3), (torch.zeros(2), 5)],
     "for_continue_return": [(rand(6, 2),), (rand(2, 3),), (rand(0, 3),), (rand(5, 2, requires_grad=True),)],
     "nested_break": [(rand(3, 4),), (torch.zeros(2, 2),)],

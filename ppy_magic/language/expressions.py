@@ -430,6 +430,8 @@ class ExpressionCompiler:
         t = type(op)
         if t in (ast.Is, ast.IsNot):
             return self.identity(node, t is ast.Is, a, b)
+        if t in (ast.In, ast.NotIn):
+            return self.membership(node, t is ast.In, a, b)
         if isinstance(a, ir.Const) and isinstance(b, ir.Const):
             return self.fold(node, PY_COMPARE[t], a, b)
         ka, kb = getattr(a, "kind", None), getattr(b, "kind", None)
@@ -455,6 +457,24 @@ class ExpressionCompiler:
             lhs, rhs = self.as_ints(node, a), self.as_ints(node, b)
             return self.intrinsic(cmp, Kind.BOOL, lhs, rhs)
         raise self.error(node, f"comparing {ops.describe(a)} with {ops.describe(b)} is not supported in a region")
+
+    def membership(self, node: ast.AST, is_in: bool, a: Any, b: Any) -> ir.Atom:
+        """`a in (b, c)` for ints, bools and strs: `a == b or a == c`, stopping at the first that holds
+        (floats are left out: Python's `in` tests identity first, and a NaN is equal to itself there)."""
+        kinds = (Kind.INT, Kind.BOOL, Kind.STR)
+        if not (
+            isinstance(b, ir.Tup)
+            and getattr(a, "kind", None) in kinds
+            and all(getattr(i, "kind", None) in kinds for i in b.items)
+        ):
+            raise self.error(node, f"`in` on {ops.describe(a)} and {ops.describe(b)} is not supported in a region")
+        if isinstance(a, ir.Const) and all(isinstance(i, ir.Const) for i in b.items):
+            return ir.Const((a.value in [i.value for i in b.items]) == is_in, Kind.BOOL)
+        tests = [lambda i=i: self.compare(node, ast.Eq(), a, i) for i in b.items]
+        found = self.short_circuit(node, False, tests) if tests else ir.Const(False, Kind.BOOL)
+        if isinstance(found, ir.Const):
+            return ir.Const(bool(found.value) == is_in, Kind.BOOL)
+        return found if is_in else self.intrinsic("not", Kind.BOOL, found)
 
     def identity(self, node: ast.AST, is_: bool, a: Any, b: Any) -> ir.Atom:
         if isinstance(b, ir.Const) and b.kind == Kind.NONE:
