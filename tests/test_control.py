@@ -311,6 +311,8 @@ REFUSED = [
     ),
     ("    xs.append(x)\n    return x", "at 4:5", "would change the caller's list"),
     ("    xs[0] = x\n    return x", "at 4:5", "caller's list"),
+    ("    return xs[1:]", "at 4:5", "whether the caller passed a list or a tuple"),
+    ("    ys = xs\n    return ys + [x]", "at 5:12", "whether the caller passed a list or a tuple"),
     ("    ys = [x, 1]\n    ys.append(x)\n    return ys", "at 5:5", "only tensors, only ints or only floats"),
     ("    ys = list(xs)\n    return sum(ys)", "at 5:12", "the int 0"),
     ("    y = x\n    for i in range(3):\n        y = 'a'\n    return x", "at 5:5", "changes kind"),

@@ -122,7 +122,8 @@ class FunctionCompiler(
         self.terminated = False
         self._stmt: ast.stmt | None = None
         self.loops: list[LoopFrame] = []  # the loops around the statement being compiled
-        self.param_vars: set[str] = set()  # variables that hold the caller's lists
+        # variables holding a list parameter or a slice of one: a list or a tuple, as the caller passed it
+        self.param_vars: set[str] = set()
 
     # -- errors ------------------------------------------------------------------
     def error(self, node: ast.AST, message: str, hint: str | None = None) -> CompileError:

@@ -71,7 +71,10 @@ class IndexCompiler:
                 if getattr(v, "kind", None) not in (Kind.INT, Kind.BOOL, Kind.NONE):
                     raise self.error(node, "slice bounds must be ints or None")
                 parts.append(self.as_int(v) if v.kind == Kind.BOOL else v)
-            return self.intrinsic("seq_slice", base.kind, base, *parts)
+            part = self.intrinsic("seq_slice", base.kind, base, *parts)
+            if isinstance(base, ir.Var) and base.name in self.param_vars:
+                self.param_vars.add(part.name)  # a list or a tuple, as the parameter is
+            return part
         idx = self.value(node.slice)
         if getattr(idx, "kind", None) not in (Kind.INT, Kind.BOOL):
             raise self.error(node.slice, f"sequence indices must be ints, not {ops.describe(idx)}")

@@ -283,6 +283,11 @@ class ListCompiler:
             return ir.Tup(tuple(value.items))
         kind = getattr(value, "kind", None)
         if kind in (Kind.TENSORS, Kind.INTS):
+            if isinstance(value, ir.Var) and value.name in self.param_vars:  # a tuple now, whatever it was
+                copy = self.new_var("tuple", kind)
+                self.emit(ir.Declare(copy, self.line()))
+                self.emit(ir.Move(copy, value, self.line()))
+                return copy
             return value
         if kind in (Kind.TENSOR_LIST, Kind.INT_LIST):
             return self.intrinsic("tuple_from", Kind.TENSORS if kind == Kind.TENSOR_LIST else Kind.INTS, value)
@@ -500,6 +505,8 @@ class ListCompiler:
         r_list = rk in lists or (isinstance(rhs, ir.Tup) and rhs.is_list)
         if not (l_list or r_list):
             return None
+        for v in (lhs, rhs):
+            self.not_a_list_parameter(node, v, "`+` or `*` on a list parameter (or a slice of one)")
         t = type(op)
         if t is ast.Add and l_list and r_list:
             if isinstance(lhs, ir.Tup) and isinstance(rhs, ir.Tup):

@@ -459,6 +459,8 @@ class LoopCompiler:
         var = self.new_var(name, kind)
         self.emit(ir.Declare(var, self.line()))
         self.emit(ir.Move(var, value, self.line()))
+        if isinstance(value, ir.Var) and value.name in self.param_vars:
+            self.param_vars.add(var.name)
         return var
 
     def store_all_carried(self, node: ast.AST, frame: LoopFrame) -> None:

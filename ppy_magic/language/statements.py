@@ -177,12 +177,23 @@ class StatementCompiler:
             return f"({inner})"
         code = ir.RETURN_CODES.get(getattr(value, "kind", None))
         if code is not None:
+            self.not_a_list_parameter(node, value, "returning a list parameter (or a slice of one)")
             if value.kind != Kind.NONE:
                 atoms.append(value)
             return code
         raise self.error(
             node, f"a region cannot return {ops.describe(value)}", "Return tensors, numbers, or tuples of them."
         )
+
+    def not_a_list_parameter(self, node: ast.AST, value: Any, what: str) -> None:
+        """A list parameter is a list or a tuple, as the caller passed it (and so is a slice of it); code
+        whose result would show which (returning it, `+`/`*` on it) stays Python."""
+        if isinstance(value, ir.Var) and value.name in self.param_vars:
+            raise self.error(
+                node,
+                f"{what} would show whether the caller passed a list or a tuple; the region cannot know",
+                "Convert it first: list(xs) or tuple(xs).",
+            )
 
     def visit_Raise(self, node: ast.Raise) -> None:
         exc = node.exc
@@ -333,6 +344,8 @@ class StatementCompiler:
         if len(kinds) != 1 or None in kinds or Kind.NONE in kinds or Kind.ENUM in kinds:
             return Unbound(name, "it has different kinds of value in different branches")
         var = self.new_var(name, kinds.pop())
+        if any(isinstance(v, ir.Var) and v.name in self.param_vars for v in vals):
+            self.param_vars.add(var.name)
         self.emit(ir.Declare(var, self.line()))
         for v, body in zip(vals, bodies, strict=True):
             body.append(ir.Move(var, v, self.line()))
