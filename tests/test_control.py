@@ -167,6 +167,28 @@ def comprehensions_and_reductions(xs: list[torch.Tensor]):
 
 
 @ppy.opt(3)
+def find_first(x, thr: float):
+    for i, row in enumerate(x):
+        if row.sum() > thr:
+            return i, row
+    return -1, x[0]
+
+
+@ppy.opt(3)
+def scaled_rows(x, s: float):
+    return [r * s for r in x]
+
+
+@ppy.opt(3)
+def uses_helpers(x, thr: float):
+    i, row = find_first(x, thr)
+    v = x.sum().item()
+    ys = scaled_rows(x, v)
+    ys.append(row)
+    return i, row, len(ys), ys[-2], scaled_rows(x, thr)
+
+
+@ppy.opt(3)
 def none_then_tensor(xs: list[torch.Tensor]):
     best = None
     for x in xs:
@@ -257,6 +279,9 @@ CALLS = {
     "list_methods": [(rand(3, requires_grad=True),)],
     "lists_of_numbers": [(rand(3, 1, 4), 3), (rand(()), 0)],
     "comprehensions_and_reductions": [([rand(2, 2), rand(2, 2, seed=1), rand(2, 2, seed=2)],), ([rand(1, 1)],)],
+    "find_first": [(rand(4, 3), 0.5), (rand(2, 2), 100.0)],
+    "scaled_rows": [(rand(3, 2), 2.0)],
+    "uses_helpers": [(rand(4, 3), 0.5), (rand(4, 3, dtype=torch.float64), 100.0), (torch.arange(6).view(3, 2), 1.0)],
     "none_then_tensor": [([rand(3), rand(3, seed=1), rand(3, seed=2)],), ([],)],
     "int_then_float": [(rand(4), 3), (rand(4), 0), (torch.tensor([1, 2, 3]), 3)],
     "lazy_assert": [(rand(3), 2), (rand(3) - 200, 2), (rand(3), -1)],

@@ -35,6 +35,7 @@ from .values import (
     is_literal,
     kinds_of,
     rebuild,
+    runtime_structure,
     structure_of,
 )
 
@@ -328,27 +329,34 @@ class CallCompiler:
         bound: dict,
         adapter: bool,
     ) -> tuple[str, Any, tuple[Kind, ...]]:
-        sub = type(self)(fdef, g, filename, lines, self.ctx, region_name=self.region_name, adapter=adapter, helper=True)
-        params: list[ir.Var] = []
-        for n in names:
-            sub.locals[n] = sub.rename_params(bound[n], n, params)
-        self.ctx.stack.append(fdef.name)
-        try:
-            sub.compile_body(fdef.body)
-        except Unsupported:
-            raise
-        except CompileError as err:
-            if adapter:
-                raise self.error(node, err.message, err.hint) from None
-            raise
-        finally:
-            self.ctx.stack.pop()
-        if not sub.terminated:
-            sub.emit(ir.Return((), ir.HELPER_RETURN, sub.line()))
-            sub.returns.append((ir.HELPER_RETURN, structure_of(ir.Const(None, Kind.NONE))))
-        structures = {s for _, s in sub.returns}
-        if len(structures) != 1:
-            raise self.error(node, f"'{fdef.name}' returns different kinds of value on different paths")
+        for runtime_returns in (False, True):
+            sub = type(self)(
+                fdef, g, filename, lines, self.ctx, region_name=self.region_name, adapter=adapter, helper=True
+            )
+            sub.runtime_returns = runtime_returns
+            params: list[ir.Var] = []
+            for n in names:
+                sub.locals[n] = sub.rename_params(bound[n], n, params)
+            self.ctx.stack.append(fdef.name)
+            try:
+                sub.compile_body(fdef.body)
+            except Unsupported:
+                raise
+            except CompileError as err:
+                if adapter:
+                    raise self.error(node, err.message, err.hint) from None
+                raise
+            finally:
+                self.ctx.stack.pop()
+            if not sub.terminated:
+                sub.emit(ir.Return((), ir.HELPER_RETURN, sub.line()))
+                sub.returns.append((ir.HELPER_RETURN, structure_of(ir.Const(None, Kind.NONE))))
+            structures = {s for _, s in sub.returns}
+            if len(structures) == 1:
+                break
+            # `return -1, x[0]` on one path, `return i, row` on another: the constants as values, once more
+            if runtime_returns or len({runtime_structure(s) for s in structures}) != 1:
+                raise self.error(node, f"'{fdef.name}' returns different kinds of value on different paths")
         structure = structures.pop()
         kinds = kinds_of(structure)
         symbol = f"ppy_fn_{len(self.ctx.helpers)}_{fdef.name.strip('_')}"

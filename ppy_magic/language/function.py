@@ -122,6 +122,7 @@ class FunctionCompiler(
         self.terminated = False
         self._stmt: ast.stmt | None = None
         self.loops: list[LoopFrame] = []  # the loops around the statement being compiled
+        self.runtime_returns = False  # a helper whose paths return a constant and a value of one kind
         # variables holding a list parameter or a slice of one: a list or a tuple, as the caller passed it
         self.param_vars: set[str] = set()
 

@@ -154,6 +154,8 @@ class StatementCompiler:
 
     def visit_Return(self, node: ast.Return) -> None:
         value = self.value(node.value) if node.value is not None else ir.Const(None, Kind.NONE)
+        if self.helper and self.runtime_returns:  # the paths return constants and values alike
+            value = self.as_runtime(value)
         if self.helper:  # the caller knows the static parts; only runtime atoms cross
             self.returns.append((ir.HELPER_RETURN, structure_of(value)))
             runtime = tuple(a for a in atoms_of(value) if isinstance(a, ir.Var))
@@ -164,6 +166,17 @@ class StatementCompiler:
             self.returns.append((spec, structure_of(value)))
             self.emit(ir.Return(tuple(atoms), spec, self.line()))
         self.terminated = True
+
+    def as_runtime(self, value: Any) -> Any:
+        """`value` with its constants of a run-time kind held in variables (runtime_structure's view)."""
+        if isinstance(value, ir.Tup):
+            return ir.Tup(tuple(self.as_runtime(v) for v in value.items), value.structseq, value.is_list, value.origin)
+        if isinstance(value, ir.Const) and value.kind not in (Kind.NONE, Kind.ENUM, Kind.DTYPE, Kind.STR):
+            var = self.new_var("r", value.kind)
+            self.emit(ir.Declare(var, self.line()))
+            self.emit(ir.Move(var, value, self.line()))
+            return var
+        return value
 
     def return_spec(self, node: ast.AST, value: Any, atoms: list[ir.Atom]) -> str:
         if isinstance(value, ir.Tup):

@@ -209,6 +209,16 @@ def structure_of(value: Any) -> Any:
     return ("other", repr(value))
 
 
+def runtime_structure(structure: Any) -> Any:
+    """A structure with its constants of a run-time kind (ints, floats, ...) as values known at run time."""
+    tag = structure[0]
+    if tag == "tuple":
+        return ("tuple", tuple(runtime_structure(s) for s in structure[1]), *structure[2:])
+    if tag == "const" and structure[1] not in (Kind.NONE, Kind.ENUM, Kind.DTYPE, Kind.STR):
+        return ("var", structure[1])
+    return structure
+
+
 def atoms_of(value: Any) -> list:
     if isinstance(value, ir.Tup):
         return [a for v in value.items for a in atoms_of(v)]
