@@ -189,6 +189,18 @@ def uses_helpers(x, thr: float):
 
 
 @ppy.opt(3)
+def bound_in_loops(x, thr: float):
+    for i in range(x.size(0)):
+        last = x[i]
+        if x[i] > thr:
+            break
+    for j in range(2):
+        for k in range(x.size(0)):
+            inner = k * j
+    return i, last, x[:i], inner
+
+
+@ppy.opt(3)
 def none_then_tensor(xs: list[torch.Tensor]):
     best = None
     for x in xs:
@@ -282,6 +294,7 @@ CALLS = {
     "find_first": [(rand(4, 3), 0.5), (rand(2, 2), 100.0)],
     "scaled_rows": [(rand(3, 2), 2.0)],
     "uses_helpers": [(rand(4, 3), 0.5), (rand(4, 3, dtype=torch.float64), 100.0), (torch.arange(6).view(3, 2), 1.0)],
+    "bound_in_loops": [(rand(5), 0.5), (rand(3), 100.0), (rand(0), 0.0)],
     "none_then_tensor": [([rand(3), rand(3, seed=1), rand(3, seed=2)],), ([],)],
     "int_then_float": [(rand(4), 3), (rand(4), 0), (torch.tensor([1, 2, 3]), 3)],
     "lazy_assert": [(rand(3), 2), (rand(3) - 200, 2), (rand(3), -1)],

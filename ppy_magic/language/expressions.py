@@ -25,11 +25,13 @@ from .values import (
     PY_UNARYOPS,
     SYMBOLS,
     CellFunction,
+    MaybeBound,
     Static,
     TensorMethod,
     Unbound,
     constant,
     describe_node,
+    unbound_message,
 )
 
 NUMBERS = (*ir.SCALAR_KINDS, Kind.NUMBER)
@@ -49,6 +51,10 @@ class ExpressionCompiler:
         v = self.visit(node)
         if isinstance(v, Unbound):
             raise self.error(node, f"'{v.name}' may be unbound here: {v.why}")
+        if isinstance(v, MaybeBound):  # bound by a loop that may have run zero times: Python checks
+            failing = (ir.Raise("UnboundLocalError", unbound_message(v.name), self.line()),)
+            self.emit(ir.If(v.flag, (), failing, self.line()))
+            return v.var
         return v
 
     def visit_Constant(self, node: ast.Constant) -> Any:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import ir, ops
 from .ir import Kind
 from .namespace import static_value
-from .values import Static, Unbound
+from .values import MaybeBound, Static, Unbound
 
 # ---- what a loop iterates ------------------------------------------------------------------------
 
@@ -76,7 +76,13 @@ class LoopFrame:
     carried: dict[str, Any]  # name -> its loop-carried variable(s)
     broke: ir.Var | None  # set before `break` when the loop has an `else`
     breaks: int = 0
-    runtime: bool = True  # False: an unrolled loop (break/continue refused before it is compiled)
+    # Names first bound inside the loop: where an iteration ends with one bound, its value is kept
+    # (and a flag set), so that after the loop it holds the last value, or is unbound as in Python.
+    inner: set[str] = field(default_factory=set)
+    kept: dict[str, tuple[ir.Var, ir.Var]] = field(default_factory=dict)  # name -> (value, bound flag)
+    lost: set[str] = field(default_factory=set)  # inner names a variable cannot keep (kinds differ)
+    before: list[ir.Stmt] = field(default_factory=list)  # their declarations, emitted before the loop
+    line: int = 0
 
 
 def stored_names(stmts: list[ast.stmt] | list[ast.expr]) -> set[str]:
@@ -374,8 +380,8 @@ class LoopCompiler:
             broke = self.new_var("broke", Kind.BOOL)
             self.emit(ir.Declare(broke, self.line()))
             self.emit(ir.Move(broke, ir.Const(False, Kind.BOOL), self.line()))
-        frame = LoopFrame(token, carried, broke)
         line = self.line()
+        frame = LoopFrame(token, carried, broke, inner=assigned - set(carried), line=line)
         self.loops.append(frame)
         try:
             with self.block({**before, **carried}) as loop:
@@ -390,10 +396,15 @@ class LoopCompiler:
                     self.store_all_carried(node, frame)
         finally:
             self.loops.pop()
+        for stmt in frame.before:
+            self.emit(stmt)
         self.emit(make(tuple(loop.body)))
         after = {**before, **carried}
         for name in sorted(assigned - set(carried)):
-            after[name] = Unbound(name, "it is only bound inside the loop, which may run zero times")
+            if name in frame.kept and name not in frame.lost:
+                after[name] = MaybeBound(name, *frame.kept[name])
+            else:
+                after[name] = Unbound(name, "it is only bound inside the loop, which may run zero times")
         self.locals = after
         self.terminated = endless and frame.breaks == 0
         if orelse and not self.terminated:
@@ -447,6 +458,12 @@ class LoopCompiler:
 
     # -- loop-carried variables --------------------------------------------------------------------------
     def carry(self, node: ast.AST, name: str, value: Any, widen: Kind | None = None) -> Any:
+        if isinstance(value, MaybeBound):
+            raise self.error(
+                node,
+                f"'{name}' is bound only inside an earlier loop, and this loop binds it again",
+                f"Give '{name}' a value before the first loop.",
+            )
         if isinstance(value, ir.Tup):
             return ir.Tup(
                 tuple(self.carry(node, name, v) for v in value.items), value.structseq, value.is_list, value.origin
@@ -464,9 +481,38 @@ class LoopCompiler:
         return var
 
     def store_all_carried(self, node: ast.AST, frame: LoopFrame) -> None:
-        """Where an iteration ends (its end, `continue`, `break`): the carried names' values into their variables."""
+        """Where an iteration ends (its end, `continue`, `break`): the carried names' values into their
+        variables, and the values of names bound inside the loop into the variables that keep them."""
         for name, var in frame.carried.items():
             self.store_carried(node, frame, name, var, self.locals.get(name, Unbound(name)))
+        for name in sorted(frame.inner - frame.lost):
+            value = self.locals.get(name)
+            if value is None or isinstance(value, Unbound):
+                continue  # not bound in this iteration (yet): an earlier iteration's value stays
+            maybe = value if isinstance(value, MaybeBound) else None  # bound by a loop inside this one
+            if maybe is not None:
+                value = maybe.var
+            kind = getattr(value, "kind", None)
+            if name not in frame.kept:
+                if not isinstance(value, (ir.Var, ir.Const)) or kind in (None, Kind.NONE, Kind.ENUM):
+                    frame.lost.add(name)
+                    continue
+                var, flag = self.new_var(name, kind), self.new_var(f"{name}_bound", Kind.BOOL)
+                frame.before += [
+                    ir.Declare(var, frame.line),
+                    ir.Declare(flag, frame.line),
+                    ir.Move(flag, ir.Const(False, Kind.BOOL), frame.line),
+                ]
+                frame.kept[name] = (var, flag)
+            var, flag = frame.kept[name]
+            if not isinstance(value, (ir.Var, ir.Const)) or not fits(var.kind, value):
+                frame.lost.add(name)
+                continue
+            keep = (ir.Move(var, value, self.line()), ir.Move(flag, ir.Const(True, Kind.BOOL), self.line()))
+            if maybe is None:
+                self.body.extend(keep)
+            else:
+                self.emit(ir.If(maybe.flag, keep, (), self.line()))
 
     def store_carried(self, node: ast.AST, frame: LoopFrame, name: str, var: Any, value: Any) -> None:
         if isinstance(value, Unbound):

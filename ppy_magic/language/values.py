@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,7 +121,22 @@ MATH_FUNCTIONS = {
     math.ceil: Kind.INT,
 }
 
-RAISABLE_ERRORS = {"AssertionError", "ValueError", "ZeroDivisionError", "OverflowError", "IndexError", "TypeError"}
+RAISABLE_ERRORS = {
+    "AssertionError",
+    "ValueError",
+    "ZeroDivisionError",
+    "OverflowError",
+    "IndexError",
+    "TypeError",
+    "UnboundLocalError",
+}
+
+
+def unbound_message(name: str) -> str:
+    """Python's message for reading a local that is not bound (this interpreter's wording)."""
+    if sys.version_info >= (3, 11):
+        return f"cannot access local variable '{name}' where it is not associated with a value"
+    return f"local variable '{name}' referenced before assignment"
 
 
 def kind_of_constant(v: Any) -> Kind | None:
@@ -166,6 +182,15 @@ UNBOUND = object()
 class Unbound:
     name: str
     why: str = "it is not bound on every path to here"
+
+
+@dataclass(frozen=True)
+class MaybeBound:
+    """A name a loop binds, after the loop: its last value, if any iteration bound it (`flag`)."""
+
+    name: str
+    var: ir.Var
+    flag: ir.Var
 
 
 @dataclass(frozen=True)

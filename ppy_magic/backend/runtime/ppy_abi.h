@@ -29,6 +29,7 @@ struct Arg {
 // KeyboardInterrupt while the region polled for signals).
 enum class PyError : int {
   None = 0, AssertionError, ValueError, ZeroDivisionError, OverflowError, IndexError, TypeError, Pending,
+  UnboundLocalError,
 };
 
 // Results in the order the return spec names them: tensors in `t`, floats in

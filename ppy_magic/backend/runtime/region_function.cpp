@@ -232,6 +232,7 @@ PyObject* python_error_type(ppy::PyError e) {
     case ppy::PyError::OverflowError: return PyExc_OverflowError;
     case ppy::PyError::IndexError: return PyExc_IndexError;
     case ppy::PyError::TypeError: return PyExc_TypeError;
+    case ppy::PyError::UnboundLocalError: return PyExc_UnboundLocalError;
     default: return PyExc_SystemError;
   }
 }
