@@ -201,6 +201,15 @@ def bound_in_loops(x, thr: float):
 
 
 @ppy.opt(3)
+def names_reused_by_loops(x, n: int, m: int):
+    for t in range(n):
+        y = x * t
+    for t in range(m):
+        y = x + t
+    return t, y
+
+
+@ppy.opt(3)
 def none_then_tensor(xs: list[torch.Tensor]):
     best = None
     for x in xs:
@@ -294,6 +303,7 @@ CALLS = {
     "find_first": [(rand(4, 3), 0.5), (rand(2, 2), 100.0)],
     "scaled_rows": [(rand(3, 2), 2.0)],
     "uses_helpers": [(rand(4, 3), 0.5), (rand(4, 3, dtype=torch.float64), 100.0), (torch.arange(6).view(3, 2), 1.0)],
+    "names_reused_by_loops": [(rand(2), 3, 2), (rand(2), 3, 0), (rand(2), 0, 2), (rand(2), 0, 0)],
     "bound_in_loops": [(rand(5), 0.5), (rand(3), 100.0), (rand(0), 0.0)],
     "none_then_tensor": [([rand(3), rand(3, seed=1), rand(3, seed=2)],), ([],)],
     "int_then_float": [(rand(4), 3), (rand(4), 0), (torch.tensor([1, 2, 3]), 3)],

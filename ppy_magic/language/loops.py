@@ -373,7 +373,7 @@ class LoopCompiler:
         carried = {
             name: self.carry(node, name, before[name], widen.get(name))
             for name in sorted(assigned)
-            if name in before and not isinstance(before[name], Unbound)
+            if name in before and not isinstance(before[name], (Unbound, MaybeBound))
         }
         broke = None
         if has_break and orelse:
@@ -382,6 +382,9 @@ class LoopCompiler:
             self.emit(ir.Move(broke, ir.Const(False, Kind.BOOL), self.line()))
         line = self.line()
         frame = LoopFrame(token, carried, broke, inner=assigned - set(carried), line=line)
+        for name in frame.inner:  # bound by an earlier loop, maybe: this one keeps its value in the same place
+            if isinstance(before.get(name), MaybeBound):
+                frame.kept[name] = (before[name].var, before[name].flag)
         self.loops.append(frame)
         try:
             with self.block({**before, **carried}) as loop:
@@ -458,12 +461,6 @@ class LoopCompiler:
 
     # -- loop-carried variables --------------------------------------------------------------------------
     def carry(self, node: ast.AST, name: str, value: Any, widen: Kind | None = None) -> Any:
-        if isinstance(value, MaybeBound):
-            raise self.error(
-                node,
-                f"'{name}' is bound only inside an earlier loop, and this loop binds it again",
-                f"Give '{name}' a value before the first loop.",
-            )
         if isinstance(value, ir.Tup):
             return ir.Tup(
                 tuple(self.carry(node, name, v) for v in value.items), value.structseq, value.is_list, value.origin
