@@ -381,7 +381,9 @@ class LoopCompiler:
             self.emit(ir.Declare(broke, self.line()))
             self.emit(ir.Move(broke, ir.Const(False, Kind.BOOL), self.line()))
         line = self.line()
-        frame = LoopFrame(token, carried, broke, inner=assigned - set(carried), line=line)
+        # names first bound in the loop are kept for after it only if code outside the loop reads them
+        inner = (assigned - set(carried)) & _read_outside(self.fn, node)
+        frame = LoopFrame(token, carried, broke, inner=inner, line=line)
         for name in frame.inner:  # bound by an earlier loop, maybe: this one keeps its value in the same place
             if isinstance(before.get(name), MaybeBound):
                 frame.kept[name] = (before[name].var, before[name].flag)
@@ -563,6 +565,22 @@ def _widened(kind: Kind, value: Any) -> Kind | None:
     if kind in NUMBERS and got in NUMBERS:
         return Kind.NUMBER
     return None
+
+
+def _read_outside(fn: ast.AST, loop: ast.AST) -> set[str]:
+    """Names the function reads outside `loop` (the statement or comprehension)."""
+    out: set[str] = set()
+
+    def walk(node: ast.AST) -> None:
+        if node is loop:
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            out.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            walk(child)
+
+    walk(fn)
+    return out
 
 
 def _shift(shape: Any, offset: int) -> Any:
