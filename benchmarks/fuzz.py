@@ -106,40 +106,40 @@ def main(argv: list[str] | None = None) -> int:
 def control(args: argparse.Namespace) -> int:
     import warnings
 
-    import control_fuzz
+    from tests.support import control_fuzz
 
     warnings.simplefilter("ignore")  # float() of a tensor that requires grad warns, in eager and in the region
     t0 = time.perf_counter()
     programs = control_fuzz.generate(args.programs, seed=args.seed or 0)
     t1 = time.perf_counter()
     cases = [p.case(f"ctl{i}", label=f"control program {i}") for i, p in enumerate(programs)]
-    stats = diff.BatchStats()
-    outcomes = diff.run_cases(
+    stats = BatchStats()
+    outcomes = run_cases(
         cases, prefix="ppy-fuzz-control", chunk=args.batch, stats=stats, progress=lambda line: print("  " + line)
     )
     t2 = time.perf_counter()
-    counts = diff.count(outcomes)
+    counts = count(outcomes)
     bodies = ["\n".join(p.lines) for p in programs]
-    print(f"control-flow programs: {len(programs)} distinct ({len({diff.canonical(c.source) for c in cases})} texts)")
+    print(f"control-flow programs: {len(programs)} distinct ({len({canonical(c.source) for c in cases})} texts)")
     for construct in ("if ", "while ", "for ", "break", "continue", "else:", ".append(", ".item()", " if ", "any("):
         print(f"  with {construct.strip()!r:12} {sum(construct in body for body in bodies)}")
-    print(f"compiled:           {len(outcomes) - counts[diff.PYTHON] - counts[diff.CRASH]}")
-    print(f"matched:            {counts[diff.MATCH]}")
-    print(f"stayed Python:      {counts[diff.PYTHON]}")
-    print(f"mismatched:         {counts[diff.MISMATCH]}")
-    print(f"did not run:        {counts[diff.NO_RUN]}")
-    print(f"crashed:            {counts[diff.CRASH]}")
-    print(f"eager-nondeterministic: {counts[diff.NONDETERMINISTIC]}")
+    print(f"compiled:           {len(outcomes) - counts[PYTHON] - counts[CRASH]}")
+    print(f"matched:            {counts[MATCH]}")
+    print(f"stayed Python:      {counts[PYTHON]}")
+    print(f"mismatched:         {counts[MISMATCH]}")
+    print(f"did not run:        {counts[NO_RUN]}")
+    print(f"crashed:            {counts[CRASH]}")
+    print(f"eager-nondeterministic: {counts[NONDETERMINISTIC]}")
     print(f"C++ build failures: {len(stats.build_failures)}")
     print(
         f"time: generate {t1 - t0:.1f} s, compile {stats.compile_seconds:.1f} s in {stats.builds} builds, "
         f"run and compare {stats.run_seconds:.1f} s, total {t2 - t0:.1f} s"
     )
-    bad = [o for o in outcomes if o.status in (*diff.FAILURES, diff.PYTHON)]
+    bad = [o for o in outcomes if o.status in (*FAILURES, PYTHON)]
     for o in bad[:20]:
-        print(f"\n{o}\n{diff.reproduction(o)}")
+        print(f"\n{o}\n{reproduction(o)}")
     if stats.build_failures:
-        print("\nC++ builds failed:\n" + diff.build_failures_text(stats))
+        print("\nC++ builds failed:\n" + build_failures_text(stats))
     return 1 if bad or stats.build_failures else 0
 
 

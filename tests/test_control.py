@@ -4,18 +4,19 @@ Truth of tensors (eager's is_nonzero, its errors included), and/or with Python's
 short-circuit, while/for with break, continue, else and return inside, iteration over ranges,
 tensors, lists, zip/enumerate/reversed and tuples known at compile time, lists as values
 (methods, indexing, aliasing, comprehensions, reductions), numbers from .item()/float()/int().
-Every call is compared bit for bit with eager by tests/differential.py (outputs, errors,
+Every call is compared bit for bit with eager by tests/support/eager.py (outputs, errors,
 gradients). The refusals need no build: each is a located reason. This file costs one build.
 """
 
 from __future__ import annotations
 
-import differential as diff
 import pytest
 import torch
-from conftest import compile_error
 
 import ppy_magic
+from tests.support.cells import compile_cell, compile_error
+from tests.support.eager import compare_call
+from tests.support.outcomes import MATCH
 
 CELL = """
 import torch
@@ -264,7 +265,7 @@ def pop_empty(x):
 
 @pytest.fixture(scope="module")
 def ns():
-    namespace, report = diff.compile_text(CELL, "<control-cell>")
+    namespace, report = compile_cell(CELL, filename="<control-cell>")
     stayed = dict(report.python)
     assert not stayed, stayed
     return namespace
@@ -319,8 +320,8 @@ CALLS = {
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_matches_eager_bit_for_bit(ns, name):
     for args in CALLS[name]:
-        status, detail = diff.compare_call(ns[name], args, {})
-        assert status == diff.MATCH, f"{name}{tuple(a.shape if hasattr(a, 'shape') else a for a in args)}: {detail}"
+        status, detail = compare_call(ns[name], args, {})
+        assert status == MATCH, f"{name}{tuple(a.shape if hasattr(a, 'shape') else a for a in args)}: {detail}"
 
 
 def test_results_have_python_types(ns):

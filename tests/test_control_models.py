@@ -4,7 +4,7 @@ Functions of the kinds real model code has, written as it is usually written (de
 filters, non-maximum suppression, recurrences unrolled over time, iterations until a
 tolerance, lists built in loops and stacked, masks built in loops), each called on a few
 inputs. For every call the region and the Python body run on identical clones of the inputs
-(tests/differential.py): outputs, inputs after the call, raised errors and gradients must be
+(tests/support/eager.py): outputs, inputs after the call, raised errors and gradients must be
 equal bit for bit. Unlike tests/test_models.py, none may stay Python. This file costs one build.
 """
 
@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import contextlib
 
-import differential as diff
 import pytest
 import torch
+
+from tests.support.cells import compile_cell, is_region
+from tests.support.eager import compare_call
+from tests.support.outcomes import MATCH
 
 CELL = """
 import math
@@ -525,7 +528,7 @@ CALLS = {
 
 @pytest.fixture(scope="module")
 def cell():
-    ns, report = diff.compile_text(CELL, "<ppy-control-models>")
+    ns, report = compile_cell(CELL, filename="<ppy-control-models>")
     return ns, report
 
 
@@ -548,7 +551,7 @@ RAISES = {
 def test_every_call_is_valid_eager_code(cell):
     ns, _ = cell
     for name, calls in CALLS.items():
-        py = ns[name].__wrapped__ if diff.is_region(ns[name]) else ns[name]
+        py = ns[name].__wrapped__ if is_region(ns[name]) else ns[name]
         for i, make in enumerate(calls):
             expected = RAISES.get((name, i))
             with pytest.raises(expected) if expected else contextlib.nullcontext():
@@ -561,7 +564,7 @@ def test_every_function_compiles(cell):
     assert not stayed, "model functions with control flow stay Python:\n" + "\n".join(
         f"{n}: {r}" for n, r in stayed.items()
     )
-    assert all(diff.is_region(ns[name]) for name in CALLS)
+    assert all(is_region(ns[name]) for name in CALLS)
 
 
 def test_every_function_matches_eager_bit_for_bit_with_gradients(cell):
@@ -570,9 +573,9 @@ def test_every_function_matches_eager_bit_for_bit_with_gradients(cell):
     calls = 0
     for name, makers in CALLS.items():
         for i, make in enumerate(makers):
-            status, detail = diff.compare_call(ns[name], make(), {})
+            status, detail = compare_call(ns[name], make(), {})
             calls += 1
-            if status != diff.MATCH:
+            if status != MATCH:
                 bad.append(f"{name} (call {i}): {status}: {detail}")
     print(f"\ncontrol-flow model code: {len(CALLS)} functions, {calls} calls, {calls - len(bad)} match eager")
     assert not bad, "\n".join(bad)

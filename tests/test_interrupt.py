@@ -17,7 +17,8 @@ import time
 
 import pytest
 import torch
-from conftest import assert_same, compile_cell
+
+from tests.support.cells import assert_same, compile_cell
 
 STEPS = 400  # matmuls in one straight-line call: seconds of work, unless interrupted
 

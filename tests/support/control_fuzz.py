@@ -8,8 +8,8 @@ expressions on a tensor's value (``x.sum() > 0.5``, ``(a < b).all()``, ``x.mean(
 clauses; a list of tensors built with ``append``, indexed, popped, summed, stacked, filtered
 by a comprehension, reduced by ``any``/``max``; numbers from ``.item()`` and ``float()``.
 Generation is deterministic for a seed; a program eager rejects is drawn again (a few times).
-``tests/test_fuzz_control.py`` runs a CI-sized batch, ``benchmarks/fuzz.py --control`` the
-large one.
+``tests/test_fuzz_control.py`` runs a CI-sized batch, ``python -m benchmarks.fuzz --control``
+the large one.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ import math
 import random
 from dataclasses import dataclass
 
-import differential as diff
 import torch
+
+from tests.support.outcomes import Case
+from tests.support.source import Params, function_source
 
 UNARY = (
     "torch.tanh({a})",
@@ -83,12 +85,12 @@ class ControlProgram:
             out.append(t.requires_grad_(grad))
         return out
 
-    def case(self, name: str, label: str = "") -> diff.Case:
-        params = diff.Params()
+    def case(self, name: str, label: str = "") -> Case:
+        params = Params()
         values = self.inputs()
         for v in values:
             params.add(v)
-        return diff.Case(name, diff.function_source(name, params, list(self.lines)), tuple(values), label=label or name)
+        return Case(name, function_source(name, params, list(self.lines)), tuple(values), label=label or name)
 
     def text(self, name: str = "f") -> str:
         return f"def {name}(x0, x1):\n" + "".join(f"    {ln}\n" for ln in self.lines)
