@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 from . import ir, ops
 from .ir import Kind
 from .loops import Iteration, SequenceIteration, StaticIteration
-from .values import Static, describe_node
+from .values import Static
 
 # Methods of a list a region supports; the mutating ones change a run-time list in place.
 LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "clear", "reverse", "copy"})
@@ -617,6 +617,3 @@ def _sum_kind(start: Kind | None, item: Kind | None) -> Kind | None:
     if start in numbers and item in numbers:
         return Kind.NUMBER
     return None
-
-
-__all__ = ["CONSUMERS", "LIST_METHODS", "ListCompiler", "ListMethod", "RuntimeListNeeded", "describe_node"]
