@@ -121,8 +121,8 @@ def control(args: argparse.Namespace) -> int:
     counts = count(outcomes)
     bodies = ["\n".join(p.lines) for p in programs]
     print(f"control-flow programs: {len(programs)} distinct ({len({canonical(c.source) for c in cases})} texts)")
-    for construct in ("if ", "while ", "for ", "break", "continue", "else:", ".append(", ".item()", " if ", "any("):
-        print(f"  with {construct.strip()!r:12} {sum(construct in body for body in bodies)}")
+    for construct in ("if ", " if ", "while ", "for ", "break", "continue", "else:", ".append(", ".item()", "any("):
+        print(f"  with {construct!r:12} {sum(construct in body for body in bodies)}")
     print(f"compiled:           {len(outcomes) - counts[PYTHON] - counts[CRASH]}")
     print(f"matched:            {counts[MATCH]}")
     print(f"stayed Python:      {counts[PYTHON]}")
