@@ -1,10 +1,16 @@
-"""Per-call cost of small PyTorch functions as ATen regions at levels 1, 2 and 3, against eager.
+"""Per-call cost of PyTorch functions as ATen regions at levels 1, 2 and 3, against eager.
 
-The cases of issue 15, each timed under ``torch.no_grad()`` and with autograd
-recording (the tensor arguments require grad; forward only):
+The cases, each timed under ``torch.no_grad()`` and with autograd recording (the
+floating tensor arguments, or the model's parameters, require grad; forward only):
 
 - the seed's layer, ``relu(x @ w + b)``: x 8×32, w 32×32, b 32;
-- GPT-2's GELU (tanh form, seven element-wise ops) on 8×32 and on 1024×1024.
+- GPT-2's GELU (tanh form, seven element-wise ops) on 8×32 and on 1024×1024;
+- a GRU cell unrolled over 32 steps (the cell of PyTorch's own RNN benchmarks,
+  benchmarks/fastrnns/cells.py), state 8×32, its outputs collected in a list and
+  stacked: ~600 ATen calls per call, the loop and the list kept in C++;
+- a nanoGPT (2 layers, 2 heads, 32 features, vocabulary 64) in eval mode, called
+  as ``model(idx)`` with B=1, T=8: every ``forward`` of its classes a region, the
+  submodules run inline; eager runs the same model with its Python methods.
 
 One PyTorch thread; every variant of a case runs interleaved round by round in
 this one process, so load from other work on the machine falls on all of them
@@ -14,9 +20,10 @@ counts the time the thread waited for a core, which swamps differences of a few
 per cent (measured here: rounds spread ±20% in wall time, ±3% in CPU time).
 Each round gives one ratio per level (its time over eager's in the same round);
 printed are the median per-call times and the median ratio with its spread
-(lowest..highest round). Targets (no grad): seed layer level 3 ≤ 0.60 of
-eager, GELU 8×32 ≤ 0.50, GELU 1024×1024 ≤ 0.85; with autograd recording, level 3
-no slower than level 1. ``--compile`` adds torch.compile of the seed layer.
+(lowest..highest round). Targets (no grad, level 3 / eager): seed layer ≤ 0.60,
+GELU 8×32 ≤ 0.50, GELU 1024×1024 ≤ 0.85, GRU ≤ 0.6, the model ≤ 0.6; with
+autograd recording, level 3 no slower than level 1. ``--compile`` adds
+torch.compile of the seed layer and of the model.
 
     python -m benchmarks.call_overhead [-r ROUNDS] [--scale S] [--only NAME] [--clock cpu|wall] [--compile]
 
@@ -31,6 +38,7 @@ import gc
 import statistics
 import sys
 import time
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -50,29 +58,186 @@ def layer(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def gelu(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def gru(xs, h, w_ih, w_hh, b_ih, b_hh):
+    outs = []
+    for x in xs:
+        gi = torch.mm(x, w_ih.t()) + b_ih
+        gh = torch.mm(h, w_hh.t()) + b_hh
+        i_r, i_i, i_n = gi.chunk(3, 1)
+        h_r, h_i, h_n = gh.chunk(3, 1)
+        resetgate = (i_r + h_r).sigmoid()
+        inputgate = torch.sigmoid(i_i + h_i)
+        newgate = (i_n + resetgate * h_n).tanh()
+        h = newgate + inputgate * (h - newgate)
+        outs.append(h)
+    return torch.stack(outs)
 """
 LEVELS = (1, 2, 3)
 FILENAME = "<call_overhead>"
+
+GPT_SOURCE = """\
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+import ppy
+
+
+@dataclass
+class GPTConfig:
+    block_size: int = 8
+    vocab_size: int = 64
+    n_layer: int = 2
+    n_head: int = 2
+    n_embd: int = 32
+    dropout: float = 0.0
+    bias: bool = True
+
+
+class LayerNorm(nn.Module):
+    def __init__(self, ndim, bias):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+    @ppy.opt(3)
+    def forward(self, input):
+        return F.layer_norm(input, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        self.n_head = config.n_head
+        self.n_embd = config.n_embd
+        self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size))
+                                    .view(1, 1, config.block_size, config.block_size))
+
+    @ppy.opt(3)
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(att)
+        y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.gelu = nn.GELU(approximate="tanh")
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    @ppy.opt(3)
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    @ppy.opt(3)
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+class GPT(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(config.vocab_size, config.n_embd),
+            wpe=nn.Embedding(config.block_size, config.n_embd),
+            drop=nn.Dropout(config.dropout),
+            h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+            ln_f=LayerNorm(config.n_embd, bias=config.bias),
+        ))
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight
+
+    @ppy.opt(3)
+    def forward(self, idx):
+        b, t = idx.size()
+        assert t <= self.config.block_size
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
+        for block in self.transformer.h:
+            x = block(x)
+        x = self.transformer.ln_f(x)
+        return self.lm_head(x[:, [-1], :])
+"""
 
 
 @dataclass(frozen=True)
 class Case:
     name: str
-    function: str
-    shapes: tuple[tuple[int, ...], ...]
+    function: str  # a function of SOURCE, or "gpt": the model
+    make_args: Callable[[], tuple]
     number: int  # calls per round
     target: float | None  # level 3 / eager, no grad
 
 
+def _randn(*shapes: tuple[int, ...]) -> Callable[[], tuple]:
+    def make() -> tuple:
+        g = torch.Generator().manual_seed(0)
+        return tuple(torch.randn(*s, generator=g) for s in shapes)
+
+    return make
+
+
+def gru_inputs() -> tuple[torch.Tensor, ...]:
+    """32 steps of a batch of 8 with 32 features; a GRU of 32 hidden features."""
+    g = torch.Generator().manual_seed(0)
+    scale = 32**-0.5
+    return (
+        torch.randn(32, 8, 32, generator=g),
+        torch.randn(8, 32, generator=g),
+        torch.randn(96, 32, generator=g) * scale,
+        torch.randn(96, 32, generator=g) * scale,
+        torch.randn(96, generator=g) * scale,
+        torch.randn(96, generator=g) * scale,
+    )
+
+
+def gpt_inputs() -> tuple[torch.Tensor, ...]:
+    return (torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(0)),)
+
+
 CASES = (
-    Case("seed layer 8×32", "layer", ((8, 32), (32, 32), (32,)), 20_000, 0.60),
-    Case("GELU-tanh 8×32", "gelu", ((8, 32),), 20_000, 0.50),
-    Case("GELU-tanh 1024×1024", "gelu", ((1024, 1024),), 20, 0.85),
+    Case("seed layer 8×32", "layer", _randn((8, 32), (32, 32), (32,)), 20_000, 0.60),
+    Case("GELU-tanh 8×32", "gelu", _randn((8, 32)), 20_000, 0.50),
+    Case("GELU-tanh 1024×1024", "gelu", _randn((1024, 1024)), 20, 0.85),
+    Case("GRU cell over 32 steps, state 8×32", "gru", gru_inputs, 200, 0.6),
+    Case("tiny GPT model(idx), B=1, T=8, eval", "gpt", gpt_inputs, 400, 0.6),
 )
 
 
 def cell_source() -> str:
-    """The two functions once per level, as one cell: ``layer_1`` is ``@ppy.opt(1)``, and so on."""
+    """The functions once per level, as one cell: ``layer_1`` is ``@ppy.opt(1)``, and so on."""
     head, _, body = SOURCE.partition("\n\n\n")
     parts = [head]
     for level in LEVELS:
@@ -89,6 +254,26 @@ def build_regions() -> dict:
     if missing:
         sys.exit(f"call_overhead: {', '.join(missing)} did not compile:\n{report.summary()}")
     return namespace
+
+
+def gpt_models() -> dict[str, torch.nn.Module]:
+    """The model with its forwards compiled at each level, and as plain Python (eager); the same weights."""
+    models = {}
+    for level in (*LEVELS, None):
+        module = f"__call_overhead_gpt_{level or 'eager'}__"
+        namespace = types.ModuleType(module)
+        sys.modules[module] = namespace  # dataclasses look their module up
+        if level is None:  # a plain cell: @ppy.opt only marks
+            exec(compile(GPT_SOURCE, "<call_overhead_gpt_eager>", "exec"), namespace.__dict__)
+        else:
+            _, report = compile_cell(
+                GPT_SOURCE, namespace.__dict__, f"<call_overhead_gpt_{level}>", level_override=level
+            )
+            if report.python:
+                sys.exit(f"call_overhead: the model did not compile at level {level}:\n{report.summary()}")
+        torch.manual_seed(0)
+        models[f"level {level}" if level else "eager"] = namespace.GPT(namespace.GPTConfig()).eval()
+    return models
 
 
 def make_loop(n_args: int) -> Callable:
@@ -123,14 +308,32 @@ def same(a: torch.Tensor, b: torch.Tensor) -> bool:
     )
 
 
+def variants_of(case: Case, ns: dict, models: dict) -> dict[str, Callable]:
+    if case.function == "gpt":
+        return dict(models)
+    out: dict[str, Callable] = {f"level {lv}": ns[f"{case.function}_{lv}"] for lv in LEVELS}
+    out["eager"] = ns[f"{case.function}_1"].__wrapped__
+    return out
+
+
+def _regions(fn: Callable) -> list:
+    """The regions a variant calls: the function, or every compiled forward of a model."""
+    if getattr(fn, "__ppy_region__", False):
+        return [fn]
+    if isinstance(fn, torch.nn.Module):
+        return list({id(f): f for m in fn.modules() if getattr(f := type(m).forward, "__ppy_region__", False)}.values())
+    return []
+
+
 def measure_case(
-    case: Case, ns: dict, grad: bool, rounds: int, scale: float, compiled: Callable | None, clock: Callable
+    case: Case, variants: dict, grad: bool, rounds: int, scale: float, compiled: Callable | None, clock: Callable
 ) -> tuple[dict, bool]:
-    g = torch.Generator().manual_seed(0)
-    args = tuple(torch.randn(*s, generator=g).requires_grad_(grad) for s in case.shapes)
-    eager = ns[f"{case.function}_1"].__wrapped__
-    variants = {f"level {lv}": ns[f"{case.function}_{lv}"] for lv in LEVELS}
-    variants["eager"] = eager
+    args = tuple(a.requires_grad_(grad) if a.is_floating_point() else a for a in case.make_args())
+    for model in variants.values():
+        if isinstance(model, torch.nn.Module):
+            model.requires_grad_(grad)
+    eager = variants["eager"]
+    variants = {k: v for k, v in variants.items() if k != "eager"} | {"eager": eager}
     if compiled is not None:
         variants["torch.compile"] = compiled
     number = max(1, int(case.number * scale))
@@ -144,14 +347,14 @@ def measure_case(
                 print(f"  {label}: OUTPUT DIFFERS FROM EAGER")
                 broken = True
             loop(max(1, number // 10), fn, *args)
-        before = {k: (v.calls, v.fallbacks) for k, v in variants.items() if getattr(v, "__ppy_region__", False)}
+        before = {(label, id(r)): (r, r.fallbacks) for label, fn in variants.items() for r in _regions(fn)}
         times: dict[str, list[float]] = {label: [] for label in variants}
         for _ in range(rounds):
             for label, fn in variants.items():
                 times[label].append(time_round(loop, fn, args, number, clock))
-    for label, (_, fallbacks) in before.items():
-        if variants[label].fallbacks != fallbacks:
-            print(f"  {label}: fell back to Python ({variants[label].last_fallback_reason})")
+    for (label, _), (r, fallbacks) in before.items():
+        if r.fallbacks != fallbacks:
+            print(f"  {label}: fell back to Python ({r.last_fallback_reason})")
             broken = True
     return times, broken
 
@@ -186,23 +389,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="run only the cases whose name contains this text")
     parser.add_argument("--no-grad-only", action="store_true", help="leave out the autograd-recording runs")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu", help="thread CPU time (default) or wall time")
-    parser.add_argument("--compile", action="store_true", help="add torch.compile of the seed layer (slow to build)")
+    parser.add_argument(
+        "--compile", action="store_true", help="add torch.compile of the seed layer and the model (slow to build)"
+    )
     args = parser.parse_args(argv)
 
     torch.set_num_threads(1)
-    ns = build_regions()
+    cases = [c for c in CASES if not args.only or args.only in c.name]
+    ns = build_regions() if any(c.function != "gpt" for c in cases) else {}
+    models = gpt_models() if any(c.function == "gpt" for c in cases) else {}
     print(
         f"torch {torch.__version__} · 1 thread · {args.clock} time · variants interleaved round by round in one process"
     )
     broken = False
-    for case in CASES:
-        if args.only and args.only not in case.name:
-            continue
+    for case in cases:
+        variants = variants_of(case, ns, models)
         for grad in (False,) if args.no_grad_only else (False, True):
             compiled = None
-            if args.compile and case.function == "layer" and not grad:
-                compiled = torch.compile(ns["layer_1"].__wrapped__)
-            times, bad = measure_case(case, ns, grad, args.repeat, args.scale, compiled, CLOCKS[args.clock])
+            if args.compile and case.function in ("layer", "gpt") and not grad:
+                compiled = torch.compile(variants["eager"])
+            times, bad = measure_case(case, variants, grad, args.repeat, args.scale, compiled, CLOCKS[args.clock])
             broken |= bad
             report(case, grad, times)
     if args.compile:

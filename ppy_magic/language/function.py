@@ -31,9 +31,12 @@ from .calls import CallCompiler
 from .expressions import ExpressionCompiler
 from .indexing import IndexCompiler
 from .ir import Kind
+from .lists import ListCompiler, RuntimeListNeeded
+from .loops import LoopCompiler, LoopFrame, _Widen
+from .modules import LayoutBuilder, ModuleCompiler, freeze_plan
 from .namespace import Globals, function_key, static_value
 from .statements import StatementCompiler
-from .values import ANNOTATIONS, HINTS, Unsupported, describe_node, is_literal
+from .values import ANNOTATIONS, HINTS, ModuleValue, Unsupported, describe_node, is_literal
 
 # ---- located errors ------------------------------------------------------------------------------
 
@@ -76,6 +79,12 @@ class Context:
     frozen: dict[str, Any] = field(default_factory=dict)
     result_types: list[Any] = field(default_factory=list)
     source_lines: dict[int, str] = field(default_factory=dict)
+    classes: Any = None  # classes.Classes of the region's source
+    layouts: list[LayoutBuilder] = field(default_factory=list)  # what the runtime reads of modules
+    layout_index: dict[Any, LayoutBuilder] = field(default_factory=dict)
+    root: Any = None  # the region's own definition (recursion)
+    filename: str = ""  # the region's source file
+    list_kinds: dict[Any, Kind] = field(default_factory=dict)  # list displays that must be run-time lists
 
 
 @dataclass
@@ -87,7 +96,16 @@ class Block:
     terminated: bool = False
 
 
-class FunctionCompiler(StatementCompiler, ExpressionCompiler, IndexCompiler, CallCompiler, ast.NodeVisitor):
+class FunctionCompiler(
+    StatementCompiler,
+    LoopCompiler,
+    ListCompiler,
+    ExpressionCompiler,
+    IndexCompiler,
+    CallCompiler,
+    ModuleCompiler,
+    ast.NodeVisitor,
+):
     """Turns one FunctionDef into statements; raises CompileError otherwise."""
 
     def __init__(
@@ -116,6 +134,14 @@ class FunctionCompiler(StatementCompiler, ExpressionCompiler, IndexCompiler, Cal
         self.returns: list[tuple[str, Any]] = []  # (spec, structure) of each return
         self.terminated = False
         self._stmt: ast.stmt | None = None
+        self.loops: list[LoopFrame] = []  # the loops around the statement being compiled
+        self.runtime_returns = False  # a helper whose paths return a constant and a value of one kind
+        # variables holding a list parameter or a slice of one: a list or a tuple, as the caller passed it
+        self.param_vars: set[str] = set()
+
+    @property
+    def classes(self) -> Any:
+        return self.ctx.classes
 
     # -- errors ------------------------------------------------------------------
     def error(self, node: ast.AST, message: str, hint: str | None = None) -> CompileError:
@@ -128,7 +154,7 @@ class FunctionCompiler(StatementCompiler, ExpressionCompiler, IndexCompiler, Cal
     def visit(self, node: ast.AST) -> Any:
         try:
             return super().visit(node)
-        except (CompileError, Unsupported):
+        except (CompileError, Unsupported, RuntimeListNeeded, _Widen):
             raise
         except ops.ResolveError as exc:
             raise self.error(node, str(exc)) from None
@@ -250,15 +276,79 @@ def _param_kind(compiler: FunctionCompiler, arg: ast.arg, default: ast.expr | No
     )
 
 
-def translate(fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list[str], level: int) -> ir.Function:
+def classes_of(g: Globals, filename: str, source_lines: list[str]) -> Any:
+    """The class models of one source, made once (``classes.Classes``)."""
+    from .classes import Classes
+
+    found = g.cache.get("classes")
+    if found is None:
+        found = g.cache["classes"] = Classes(g, filename, source_lines)
+    return found
+
+
+def translate(
+    fn: ast.FunctionDef,
+    g: Globals,
+    filename: str,
+    source_lines: list[str],
+    level: int,
+    owner: ast.ClassDef | None = None,
+) -> ir.Function:
     """The IR of a function the front door accepted (plain positional parameters, no decorators
-    but @ppy.opt, not async, no generator); CompileError if its body is outside the language."""
-    ctx = Context()
+    but @ppy.opt, not async, no generator); CompileError if its body is outside the language.
+    A method (`owner` is its class) reads its first parameter's attributes through the plan.
+
+    A list the body changes is learnt while compiling (``RuntimeListNeeded``): the function is
+    compiled again with that list made a run-time list from the start."""
+    list_kinds: dict[Any, Kind] = {}
+    while True:
+        try:
+            return _translate(fn, g, filename, source_lines, level, owner, list_kinds)
+        except RuntimeListNeeded as need:
+            if need.key in list_kinds or len(list_kinds) > 256:
+                raise located_error(
+                    need.node,
+                    "this list holds items of different kinds",
+                    "A region keeps a changing list of tensors, of ints or of floats.",
+                    filename=filename,
+                    lines=source_lines,
+                    function=fn.name,
+                ) from None
+            list_kinds[need.key] = need.kind
+
+
+def _translate(
+    fn: ast.FunctionDef,
+    g: Globals,
+    filename: str,
+    source_lines: list[str],
+    level: int,
+    owner: ast.ClassDef | None,
+    list_kinds: dict,
+) -> ir.Function:
+    from .classes import ClassRef, ModType
+
+    ctx = Context(classes=classes_of(g, filename, source_lines), root=fn, filename=filename, list_kinds=list_kinds)
     comp = FunctionCompiler(fn, g, filename, source_lines, ctx, region_name=fn.name)
     a = fn.args
     params = []
+    param_layouts = []
     defaults = [None] * (len(a.args) - len(a.defaults)) + list(a.defaults)
-    for arg, default in zip(a.args, defaults, strict=True):
+    for i, (arg, default) in enumerate(zip(a.args, defaults, strict=True)):
+        if owner is not None and i == 0:
+            ref = ClassRef(owner.name, None, (owner.lineno, owner.end_lineno or owner.lineno))
+            model = ctx.classes.model(ref)
+            if model.problem:
+                raise comp.error(owner, f"the methods of {owner.name} cannot be compiled: {model.problem}")
+            if default is not None:
+                raise comp.error(default, f"'{arg.arg}' is the instance: it cannot have a default")
+            var = comp.new_var(arg.arg, Kind.MODULE)
+            mtype = ModType(ref, module=model.module)
+            comp.locals[arg.arg] = ModuleValue(var, mtype, arg.arg)
+            params.append(ir.Param(var.name, Kind.MODULE))
+            param_layouts.append(comp.layout(mtype).index)
+            continue
+        param_layouts.append(-1)
         kind = _param_kind(comp, arg, default)
         value, has_default = None, default is not None
         if has_default:
@@ -274,6 +364,8 @@ def translate(fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list
                 )
         var = comp.new_var(arg.arg, kind)
         comp.locals[arg.arg] = var
+        if kind == Kind.TENSORS:
+            comp.param_vars.add(var.name)
         params.append(ir.Param(var.name, kind, value, has_default))
     try:
         comp.compile_body(fn.body)
@@ -281,7 +373,7 @@ def translate(fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list
         raise comp.error(fn, str(exc)) from None
     if not comp.terminated:
         raise comp.error(fn, "a region must end with `return`", "Return the result tensor(s).")
-    specs = {s for s, _ in comp.returns}
+    specs = {s for s, _ in comp.returns} or {ir.RETURN_CODES[Kind.NONE]}  # no return: it never returns
     if len(specs) != 1:
         raise comp.error(
             fn,
@@ -296,7 +388,7 @@ def translate(fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list
     lines.update(ctx.source_lines)
     return ir.Function(
         name=fn.name,
-        qualname=fn.name,
+        qualname=f"{owner.name}.{fn.name}" if owner is not None else fn.name,
         params=tuple(params),
         body=tuple(comp.body),
         level=level,
@@ -308,4 +400,6 @@ def translate(fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list
         result_types=tuple(ctx.result_types),
         source_lines=lines,
         frozen_globals=dict(ctx.frozen),
+        owner=owner.name if owner is not None else None,
+        plan=freeze_plan(ctx.layouts, param_layouts),
     )

@@ -10,10 +10,13 @@
 
 namespace ppy {
 
-constexpr int kAbiVersion = 3;
+constexpr int kAbiVersion = 5;
 
 // One call argument, filled by the runtime from the Python argument according
-// to the parameter's kind letter (see region.py: ARG_KINDS).
+// to the parameter's kind letter (see region.py: ARG_KINDS). A module ('M') is an
+// array of them, one per attribute the region reads (its plan's slots): `m` points
+// at a submodule's array; a list of modules has `i` items at `m`, each with its `m`;
+// a module that is one of several options has the option's index in `i`.
 struct Arg {
   const at::Tensor* t = nullptr;                 // 'T', and 'O' when not None
   const std::vector<at::Tensor>* tl = nullptr;   // 'L'
@@ -21,31 +24,40 @@ struct Arg {
   int64_t i = 0;                                 // 'i', 'b'
   const char* s = nullptr;                       // 's' (UTF-8)
   bool none = false;                             // 'O', 'N'
+  const Arg* m = nullptr;                        // 'M': a module's slots; a list's items
+  const std::vector<int64_t>* ints = nullptr;    // a tuple of ints
 };
 
 // Python exceptions a region raises itself (where Python, not ATen, would
 // raise: assert, unpacking, int division by zero, ...).
+// Pending: a Python exception is already set in the calling thread (a signal handler raised
+// KeyboardInterrupt while the region polled for signals).
 enum class PyError : int {
   None = 0, AssertionError, ValueError, ZeroDivisionError, OverflowError, IndexError, TypeError,
+  RuntimeError, Pending, UnboundLocalError,
 };
 
 // Results in the order the return spec names them: tensors in `t`, floats in
-// `f`, ints and bools in `i`. `line` is the Python line that raised, if any;
-// `error` and `message` a Python exception the region raised by returning.
+// `f`, ints and bools in `i` (a list's or a run-time tuple's length first; a
+// number's type tag first: 0 int, 1 float, 2 bool, 3 complex). `line` is the
+// Python line that raised, if any; `error` and `message` a Python exception
+// the region raised by returning.
 // The runtime reuses one Out per thread (and call depth): the entry appends to
 // empty vectors and must not assume anything about their capacity.
 //
-// `unobserved` is the one input field, set by the runtime before the entry
-// runs (for regions built at level 2 or 3; false otherwise): true when nothing
-// outside the region can see its intermediate tensors, so it may pass hoisted
-// constants and overwrite dead temporaries. Autograd is not recording (grad mode
-// off, or no tensor argument requires grad), no tensor argument is a forward-AD
-// dual tensor or carries dispatch keys beyond a dense backend, autograd,
-// conjugate/negative bits and autocast, and no functorch transform, Python
-// dispatch mode, tracer or autocast is active. It reasons about the arguments:
-// tensors a region obtained otherwise (none today; module attributes read per
-// call would be) must join the check, or hoisted constants could be saved by a
-// graph. Level 3's writes also check their own operands (ppy::grad_free).
+// Two input fields, set by the runtime before the entry runs:
+// `gil_released`: the region then takes the GIL itself to look for signals.
+// `unobserved` (for regions built at level 2 or 3; false otherwise): true when
+// nothing outside the region can see its intermediate tensors, so it may pass
+// hoisted constants and overwrite dead temporaries. Autograd is not recording
+// (grad mode off, or no tensor the region was given requires grad), no such
+// tensor is a forward-AD dual tensor or carries dispatch keys beyond a dense
+// backend, autograd, conjugate/negative bits and autocast, and no functorch
+// transform, Python dispatch mode, tracer or autocast is active. "Given" means
+// every tensor the runtime hands the region: tensor and tensor-list arguments
+// and the module attributes it read for the call (a parameter that requires
+// grad makes autograd record, so hoisted constants could be saved by a graph).
+// Level 3's writes also check their own operands (ppy::grad_free).
 struct Out {
   c10::SmallVector<at::Tensor, 4> t;
   c10::SmallVector<double, 2> f;
@@ -53,6 +65,7 @@ struct Out {
   int line = 0;
   PyError error = PyError::None;
   std::string message;
+  bool gil_released = false;
   bool unobserved = false;
 };
 

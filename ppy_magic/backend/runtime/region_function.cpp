@@ -23,10 +23,12 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ppy_abi.h"
+#include "module_plan.h"
 
 #ifndef TORCH_EXTENSION_NAME
 #error "TORCH_EXTENSION_NAME must name this module"
@@ -64,6 +66,9 @@ struct RegionFunction {
   bool check_unobserved; // level 2-3 code: establish Out::unobserved on each call
   Py_ssize_t calls;
   Py_ssize_t fallbacks;
+  ppy_modules::Plan* plan;  // what is read of module parameters ('M'); set by set_plan
+  PyObject* resolver;       // callable(region) -> None once it set the plan, or a str why not yet
+  PyObject* owner_class;    // the class this region is a method of (__set_name__), or nullptr
 };
 
 // ---- building results ------------------------------------------------------
@@ -75,28 +80,27 @@ struct OutCursor {
 
 PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur);
 
-// Past one item of a return spec (a letter, "(...)" or "R<k>(...)").
+// Past one item of a return spec (a letter, "(...)", "[...]" or "R<k>(...)").
 void skip_item(const char*& spec) {
   const char c = *spec++;
-  if (c == 'R') ++spec;  // the result type's digit
-  if (c == '(' || c == 'R') {
-    if (c == 'R') ++spec;  // its '('
-    while (*spec && *spec != ')') skip_item(spec);
-    if (*spec == ')') ++spec;
+  if (c == 'R') spec += 2;  // the result type's digit and its '('
+  if (c == '(' || c == '[' || c == 'R') {
+    while (*spec && *spec != ')' && *spec != ']') skip_item(spec);
+    if (*spec) ++spec;
   }
 }
 
-// How many items follow `spec` up to the matching ')'.
+// How many items follow `spec` up to the matching ')' or ']'.
 Py_ssize_t count_items(const char* spec) {
   Py_ssize_t n = 0;
-  while (*spec && *spec != ')') {
+  while (*spec && *spec != ')' && *spec != ']') {
     skip_item(spec);
     ++n;
   }
   return n;
 }
 
-// Fills the n slots of `seq` (a tuple, or a structseq through `set`) from the items after '('.
+// Fills the n slots of a tuple, list or structseq (through `set`) from the items after '(' or '['.
 template <typename Set>
 bool fill_items(RegionFunction* self, const char*& spec, OutCursor& cur, Py_ssize_t n, Set set) {
   for (Py_ssize_t k = 0; k < n; ++k) {
@@ -104,7 +108,7 @@ bool fill_items(RegionFunction* self, const char*& spec, OutCursor& cur, Py_ssiz
     if (!item) return false;
     set(k, item);  // steals
   }
-  if (*spec == ')') ++spec;
+  if (*spec == ')' || *spec == ']') ++spec;
   return true;
 }
 
@@ -121,6 +125,45 @@ PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur) 
       return PyBool_FromLong(static_cast<long>(cur.out.i[cur.i++]));
     case 'N':
       Py_RETURN_NONE;
+    case 'O': {  // a tensor or None (an undefined tensor)
+      at::Tensor& t = cur.out.t[cur.t++];
+      if (!t.defined()) Py_RETURN_NONE;
+      return THPVariable_Wrap(std::move(t));
+    }
+    case 'n': {  // a number whose type the region decided at run time: a tag, then the value
+      const int64_t tag = cur.out.i[cur.i++];
+      if (tag == 0) return PyLong_FromLongLong(cur.out.i[cur.i++]);
+      if (tag == 1) return PyFloat_FromDouble(cur.out.f[cur.f++]);
+      if (tag == 2) return PyBool_FromLong(static_cast<long>(cur.out.i[cur.i++]));
+      const double re = cur.out.f[cur.f++];
+      const double im = cur.out.f[cur.f++];
+      return PyComplex_FromDoubles(re, im);
+    }
+    case 'l':    // a list of tensors, ints or floats: the length, then the items
+    case 'j':
+    case 'g': {
+      const int64_t n = cur.out.i[cur.i++];
+      PyObject* list = PyList_New(n);
+      if (!list) return nullptr;
+      for (int64_t k = 0; k < n; ++k) {
+        PyObject* v = c == 'l'   ? THPVariable_Wrap(std::move(cur.out.t[cur.t++]))
+                      : c == 'j' ? PyLong_FromLongLong(cur.out.i[cur.i++])
+                                 : PyFloat_FromDouble(cur.out.f[cur.f++]);
+        if (!v) { Py_DECREF(list); return nullptr; }
+        PyList_SET_ITEM(list, k, v);
+      }
+      return list;
+    }
+    case '[': {  // a list of a length known when the region was compiled
+      const Py_ssize_t n = count_items(spec);
+      PyObject* list = PyList_New(n);
+      if (!list) return nullptr;
+      if (!fill_items(self, spec, cur, n, [&](Py_ssize_t k, PyObject* v) { PyList_SET_ITEM(list, k, v); })) {
+        Py_DECREF(list);
+        return nullptr;
+      }
+      return list;
+    }
     case 'V': {  // a tuple of as many tensors as the next int says
       const int64_t n = cur.out.i[cur.i++];
       PyObject* tup = PyTuple_New(n);
@@ -301,6 +344,8 @@ PyObject* python_error_type(ppy::PyError e) {
     case ppy::PyError::OverflowError: return PyExc_OverflowError;
     case ppy::PyError::IndexError: return PyExc_IndexError;
     case ppy::PyError::TypeError: return PyExc_TypeError;
+    case ppy::PyError::RuntimeError: return PyExc_RuntimeError;
+    case ppy::PyError::UnboundLocalError: return PyExc_UnboundLocalError;
     default: return PyExc_SystemError;
   }
 }
@@ -342,6 +387,19 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
 
   if (at::impl::torch_function_mode_enabled())
     return fall_back(self, "a TorchFunctionMode is active", args, nargsf, kwnames);
+  if (self->resolver) {  // a method: the classes its plan names exist once the cell has run
+    PyObject* resolver = self->resolver;
+    Py_INCREF(resolver);  // resolving clears self->resolver
+    PyObject* why = PyObject_CallOneArg(resolver, callable);
+    Py_DECREF(resolver);
+    if (!why) return nullptr;
+    if (why != Py_None) {
+      std::string reason = PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : "its classes are not defined yet";
+      Py_DECREF(why);
+      return fall_back(self, reason.c_str(), args, nargsf, kwnames);
+    }
+    Py_DECREF(why);
+  }
 
   FrameLease frame(nparams, self->has_list);
   ppy::Arg* cargs = frame->args.data();
@@ -403,6 +461,9 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
         if (o == Py_None) a.none = true;
         else reason = "an argument compiled as None is not None";
         break;
+      case 'M':  // a module: read below, once every other argument is checked
+        if (!self->plan) reason = "internal: a module parameter without a plan";
+        break;
       case 'L': {
         if (!PyList_CheckExact(o) && !PyTuple_CheckExact(o)) {
           reason = "a tensor-list argument is not a list or tuple";
@@ -425,35 +486,79 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   }
   if (reason) return fall_back(self, reason, args, nargsf, kwnames);
 
+  // Module parameters: every attribute the region reads, before any operator runs.
+  std::optional<ppy_modules::Gathered> modules;
+  if (self->plan) {
+    modules.emplace();
+    c10::SmallVector<std::pair<Py_ssize_t, ptrdiff_t>, 2> bases;
+    for (Py_ssize_t p = 0; p < nparams; ++p) {
+      const int li = p < static_cast<Py_ssize_t>(self->plan->params.size()) ? self->plan->params[p] : -1;
+      if (li < 0) continue;
+      const char* pname = PyUnicode_AsUTF8(PyTuple_GET_ITEM(self->param_names, p));
+      const ptrdiff_t base =
+          ppy_modules::read_param(*self->plan, li, bound[p], pname ? pname : "self", *modules, self->device_mask);
+      if (base < 0) {
+        PyErr_Clear();
+        std::string why = modules->reason;
+        modules.reset();  // let go of what was read before the Python method runs
+        return fall_back(self, why.c_str(), args, nargsf, kwnames);
+      }
+      bases.emplace_back(p, base);
+    }
+    if (!ppy_modules::global_hooks_free(*self->plan, *modules)) {
+      std::string why = modules->reason;
+      modules.reset();
+      return fall_back(self, why.c_str(), args, nargsf, kwnames);
+    }
+    modules->link();
+    for (auto& [p, base] : bases) cargs[p].m = modules->args.data() + base;
+    work += modules->work;
+    // The attributes are tensors the region is given too: a parameter that requires grad makes autograd record.
+    if (self->check_unobserved)
+      for (const at::Tensor& t : modules->tensors) unobserved.tensor(t);
+  }
+
   self->calls++;
   ppy::Out& out = frame->out;
   out.unobserved = self->check_unobserved && unobserved.ok();
   bool failed = false;
-  if (work < kReleaseGilElements) {
-    // Small inputs: releasing and re-taking the GIL would cost more than the
-    // ops themselves (measured: ~0.2 us of a 2.6 us call).
-    try {
-      self->entry(cargs, &out);
-    } catch (...) {
-      failed = true;
-      torch::translate_exception_to_python(std::current_exception());
+  out.gil_released = work >= kReleaseGilElements;  // the region then takes the GIL to poll for signals
+  try {
+    // ATen's warnings (TORCH_WARN) become Python warnings when the call ends, as in eager's bindings.
+    torch::PyWarningHandler warnings;
+    if (!out.gil_released) {
+      // Small inputs: releasing and re-taking the GIL would cost more than the
+      // ops themselves (measured: ~0.2 us of a 2.6 us call).
+      try {
+        self->entry(cargs, &out);
+      } catch (...) {
+        failed = true;
+        torch::translate_exception_to_python(std::current_exception());
+      }
+    } else {
+      // Large inputs: let other Python threads run meanwhile, as eager does per op.
+      Py_BEGIN_ALLOW_THREADS
+      try {
+        self->entry(cargs, &out);
+      } catch (...) {
+        failed = true;
+        PyGILState_STATE st = PyGILState_Ensure();  // translation needs the GIL
+        torch::translate_exception_to_python(std::current_exception());
+        PyGILState_Release(st);
+      }
+      Py_END_ALLOW_THREADS
     }
-  } else {
-    // Large inputs: let other Python threads run meanwhile, as eager does per op.
-    Py_BEGIN_ALLOW_THREADS
-    try {
-      self->entry(cargs, &out);
-    } catch (...) {
+    if (!failed && out.error == ppy::PyError::Pending) {
+      failed = true;  // a signal handler raised while the region polled (KeyboardInterrupt): already set
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "ppy: a region stopped for a Python error it lost");
+    } else if (!failed && out.error != ppy::PyError::None) {
       failed = true;
-      PyGILState_STATE st = PyGILState_Ensure();  // translation needs the GIL
-      torch::translate_exception_to_python(std::current_exception());
-      PyGILState_Release(st);
+      PyErr_SetString(python_error_type(out.error), out.message.c_str());
     }
-    Py_END_ALLOW_THREADS
-  }
-  if (!failed && out.error != ppy::PyError::None) {
+    if (failed) warnings.set_in_exception();
+  } catch (python_error& e) {  // a warning that the warning filters turned into an error
+    e.restore();
     failed = true;
-    PyErr_SetString(python_error_type(out.error), out.message.c_str());
   }
   if (failed) {
     add_line_note(self, out.line);
@@ -475,6 +580,8 @@ int region_traverse(RegionFunction* self, visitproc visit, void* arg) {
   Py_VISIT(self->line_notes);
   Py_VISIT(self->result_types);
   Py_VISIT(self->last_reason);
+  Py_VISIT(self->resolver);
+  Py_VISIT(self->owner_class);
   return 0;
 }
 
@@ -487,6 +594,8 @@ int region_clear(RegionFunction* self) {
   Py_CLEAR(self->line_notes);
   Py_CLEAR(self->result_types);
   Py_CLEAR(self->last_reason);
+  Py_CLEAR(self->resolver);
+  Py_CLEAR(self->owner_class);
   return 0;
 }
 
@@ -495,6 +604,7 @@ void region_dealloc(RegionFunction* self) {
   region_clear(self);
   delete self->kinds;
   delete self->ret;
+  delete self->plan;
   Py_TYPE(self)->tp_free((PyObject*)self);
 }
 
@@ -523,7 +633,7 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   }
   // The return spec indexes result_types ('R<k>'): check it here, not on every call.
   for (const char* c = ret; *c; ++c) {
-    if (std::strchr("Tfib()NVS", *c) == nullptr && *c != 'R') {
+    if (std::strchr("Tfib()NVSOnljg[]", *c) == nullptr && *c != 'R') {
       PyErr_Format(PyExc_ValueError, "bad return spec '%s'", ret);
       return nullptr;
     }
@@ -568,6 +678,9 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   self->device_mask = mask;
   self->has_list = std::strchr(kinds, 'L') != nullptr;
   self->check_unobserved = check_unobserved != 0;
+  self->plan = nullptr;
+  self->resolver = nullptr;
+  self->owner_class = nullptr;
   if (!self->dict) { Py_DECREF(self); return nullptr; }
   return (PyObject*)self;
 }
@@ -579,6 +692,38 @@ PyObject* region_repr(RegionFunction* self) {
 }
 
 PyObject* region_get_region_flag(PyObject*, void*) { Py_RETURN_TRUE; }
+
+PyObject* region_get_owner(RegionFunction* self, void*) {
+  if (!self->owner_class) Py_RETURN_NONE;
+  Py_INCREF(self->owner_class);
+  return self->owner_class;
+}
+
+// A region binds like the function it stands for: Cls.__dict__["forward"].__get__(obj) is a
+// bound method, so model.forward(x) and nn.Module.__call__ call the region with the instance.
+PyObject* region_descr_get(PyObject* self, PyObject* obj, PyObject*) {
+  if (obj == nullptr || obj == Py_None) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+
+// type.__new__ calls it for each attribute of a new class: the class a method region belongs to.
+PyObject* region_set_name(RegionFunction* self, PyObject* args) {
+  PyObject *owner, *name;
+  if (!PyArg_ParseTuple(args, "OU", &owner, &name)) return nullptr;
+  if (!self->owner_class) {
+    Py_INCREF(owner);
+    self->owner_class = owner;
+  }
+  Py_RETURN_NONE;
+}
+
+PyMethodDef region_methods[] = {
+    {"__set_name__", (PyCFunction)region_set_name, METH_VARARGS,
+     "records the class this region is a method of"},
+    {nullptr}};
 
 PyMemberDef region_members[] = {
     {"calls", T_PYSSIZET, offsetof(RegionFunction, calls), READONLY,
@@ -593,6 +738,8 @@ PyGetSetDef region_getset[] = {
     {"__ppy_region__", region_get_region_flag, nullptr, "True: this callable runs an ATen region",
      nullptr},
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
+    {"__ppy_owner__", (getter)region_get_owner, nullptr, "the class this region is a method of, or None",
+     nullptr},
     {nullptr}};
 
 PyTypeObject RegionFunctionType = {PyVarObject_HEAD_INIT(nullptr, 0)};
@@ -604,6 +751,47 @@ PyObject* set_fallback_hook(PyObject*, PyObject* hook) {
   }
   Py_XDECREF(g_fallback_hook);
   g_fallback_hook = hook == Py_None ? nullptr : (Py_INCREF(hook), hook);
+  Py_RETURN_NONE;
+}
+
+PyObject* set_plan(PyObject*, PyObject* args) {
+  PyObject *obj, *spec;
+  if (!PyArg_ParseTuple(args, "OO", &obj, &spec)) return nullptr;
+  if (!PyObject_TypeCheck(obj, &RegionFunctionType)) {
+    PyErr_SetString(PyExc_TypeError, "expected a RegionFunction");
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<RegionFunction*>(obj);
+  ppy_modules::Plan* plan = ppy_modules::parse_plan(spec);
+  if (!plan) return nullptr;
+  if (plan->params.size() != self->kinds->size()) {
+    delete plan;
+    PyErr_SetString(PyExc_ValueError, "the plan does not have one entry per parameter");
+    return nullptr;
+  }
+  for (size_t p = 0; p < plan->params.size(); ++p) {
+    const bool module = (*self->kinds)[p] == 'M';
+    if (module != (plan->params[p] >= 0) || plan->params[p] >= static_cast<int>(plan->layouts.size())) {
+      delete plan;
+      PyErr_SetString(PyExc_ValueError, "the plan's layouts do not match the module parameters");
+      return nullptr;
+    }
+  }
+  delete self->plan;
+  self->plan = plan;
+  Py_CLEAR(self->resolver);
+  Py_RETURN_NONE;
+}
+
+PyObject* set_resolver(PyObject*, PyObject* args) {
+  PyObject *obj, *resolver;
+  if (!PyArg_ParseTuple(args, "OO", &obj, &resolver)) return nullptr;
+  if (!PyObject_TypeCheck(obj, &RegionFunctionType) || (resolver != Py_None && !PyCallable_Check(resolver))) {
+    PyErr_SetString(PyExc_TypeError, "set_resolver(region, callable | None)");
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<RegionFunction*>(obj);
+  Py_XSETREF(self->resolver, resolver == Py_None ? nullptr : (Py_INCREF(resolver), resolver));
   Py_RETURN_NONE;
 }
 
@@ -624,6 +812,10 @@ PyMethodDef module_methods[] = {
     {"set_fallback_hook", set_fallback_hook, METH_O,
      "set_fallback_hook(callable | None): called as hook(region, reason) on each fallback"},
     {"reset_counters", reset_counters, METH_O, "reset_counters(region): zero calls and fallbacks"},
+    {"set_plan", set_plan, METH_VARARGS,
+     "set_plan(region, (params, layouts, hook dicts)): what the region reads of its module parameters"},
+    {"set_resolver", set_resolver, METH_VARARGS,
+     "set_resolver(region, callable | None): called as callable(region) before a call while the plan is unset"},
     {nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, PPY_STR(TORCH_EXTENSION_NAME),
@@ -647,6 +839,8 @@ PyMODINIT_FUNC PPY_CAT(PyInit_, TORCH_EXTENSION_NAME)(void) {
   RegionFunctionType.tp_dictoffset = offsetof(RegionFunction, dict);
   RegionFunctionType.tp_members = region_members;
   RegionFunctionType.tp_getset = region_getset;
+  RegionFunctionType.tp_methods = region_methods;
+  RegionFunctionType.tp_descr_get = region_descr_get;
   if (PyType_Ready(&RegionFunctionType) < 0) return nullptr;
   PyObject* m = PyModule_Create(&module_def);
   if (!m) return nullptr;
