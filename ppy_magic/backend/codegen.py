@@ -153,6 +153,7 @@ class Emitter:
         self.plan = plan or levels.BodyPlan(1)
         self.consts = levels.Constants() if self.plan.level >= 2 else None
         self.notes: list[str] = []  # what the level changed, for explain()
+        self.wrapped = 0  # wrapped numbers level 3 made before a reusing op (names them)
         self.headers: set[str] = set()
 
     def expr(self, e: ir.Expr, line: int) -> str:
@@ -364,8 +365,10 @@ class Emitter:
         # A wrapped number is made once, before the op, as eager makes it: not once per check.
         for i, a in enumerate(call.args):
             if isinstance(a, ir.WrapNumber):
-                self.out(depth, f"const at::Tensor {target}_w{i} = {args[i]};")
-                args[i] = f"{target}_w{i}"
+                name = f"ppy_w{self.wrapped}"  # ours: never a user's v_ name, unique in the body
+                self.wrapped += 1
+                self.out(depth, f"const at::Tensor {name} = {args[i]};")
+                args[i] = name
         for text in levels.reuse_lines(site, call, args, target):
             self.out(depth, text)
         self.note(levels.reuse_note(site, call, s.line))

@@ -205,7 +205,7 @@ class Constants:
 
     def _name(self, key: tuple[str, str], decl: str, note: str) -> str:
         if key not in self._names:
-            name = f"ppy_k{len(self._names)}"
+            name = f"ppy_c{len(self._names)}"  # ppy_k/ppy_n count loops
             self._names[key] = name
             self.decls.append(decl.format(name=name))
             self.notes.append(note)
