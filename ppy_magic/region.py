@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from .backend import RegionSpec
+from .backend.levels import SAFE_REUSE_RULE
 from .backend.levels import describe as describe_level
 
 # The values of the C++ DeviceType enum (torch/headeronly/core/DeviceType.h).
@@ -245,6 +246,8 @@ class Explanation:
                 for lv in sorted(self.level_notes or {self.level: ()}):
                     mark = "  <- this region" if lv == self.level else ""
                     lines.append(f"    {describe_level(lv)}{mark}")
+                    if lv == 3:
+                        lines.append(f"      ({SAFE_REUSE_RULE})")
                     notes = self.level_notes.get(lv, ())
                     lines += [f"      - {n}" for n in notes] or (["      (nothing beyond level 1)"] if lv > 1 else [])
             lines.append("  generated C++:")

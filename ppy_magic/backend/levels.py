@@ -18,7 +18,10 @@ those computations.
 - Level 3 adds, while ``Out::unobserved`` holds, the reuse of dead temporaries:
   an element-wise op (``reuse.py``'s allow-list) whose operand is a temporary the
   region made with a functional op (a plain ``Tensor`` result: no alias
-  annotation), defined in the same block and used nowhere else, writes its result
+  annotation), made in the same block (no branch or loop boundary between) and
+  read nowhere else in the function (``SAFE_REUSE_RULE``: a rule that is safe by
+  construction in code with branches and loops, not a liveness analysis over
+  the control-flow graph), writes its result
   into it (in-place overload, or ``out=``) when the run-time checks of
   ``ppy_region.h`` pass (unshared, dtype and shape of the result, layout, no
   operand recorded by autograd);
@@ -55,6 +58,9 @@ def describe(level: int) -> str:
 
 # ---- analysis ---------------------------------------------------------------------------------
 
+# Values that hold no variable: constants, defaults, messages.
+_NO_VARS = (ir.Const, ir.Default, str, int, float, bool, type(None))
+
 
 def _atoms_of(a: Any) -> Iterator[ir.Var]:
     if isinstance(a, ir.Var):
@@ -64,6 +70,8 @@ def _atoms_of(a: Any) -> Iterator[ir.Var]:
     elif isinstance(a, ir.Items):
         for i in a.items:
             yield from _atoms_of(i)
+    elif not isinstance(a, _NO_VARS):
+        raise TypeError(f"levels: an operand it cannot read: {a!r}")
 
 
 def _expr_vars(e: Any) -> Iterator[ir.Var]:
@@ -75,10 +83,16 @@ def _expr_vars(e: Any) -> Iterator[ir.Var]:
         for it in e.index:
             for a in it.atoms:
                 yield from _atoms_of(a)
+    else:
+        raise TypeError(f"levels: an expression it cannot read: {e!r}")
 
 
-def _stmt_vars(s: ir.Stmt) -> Iterator[ir.Var]:
-    """Every variable a statement reads, its nested blocks included (one per occurrence)."""
+def _own_reads(s: ir.Stmt) -> Iterator[ir.Var]:
+    """The variables a statement reads itself, its nested blocks left out (one per occurrence).
+
+    Every kind of statement is named here: a new one fails loudly rather than being
+    taken to read nothing (level 3's liveness rests on seeing every read).
+    """
     if isinstance(s, (ir.Assign, ir.Effect)):
         yield from _expr_vars(s.value)
     elif isinstance(s, ir.Move):
@@ -96,23 +110,55 @@ def _stmt_vars(s: ir.Stmt) -> Iterator[ir.Var]:
         yield from _atoms_of(s.message)
     elif isinstance(s, ir.If):
         yield from _atoms_of(s.cond)
-        for t in s.then + s.orelse:
-            yield from _stmt_vars(t)
     elif isinstance(s, ir.For):
         for a in (s.start, s.stop, s.step):
             yield from _atoms_of(a)
-        for t in s.body:
+    elif isinstance(s, ir.ForEach):
+        for a in s.seqs + tuple(s.starts):
+            yield from _atoms_of(a)
+    elif not isinstance(s, (ir.Declare, ir.Loop, ir.Break, ir.Continue)):
+        raise TypeError(f"levels: a statement it cannot read: {s!r}")
+
+
+def _nested(s: ir.Stmt) -> tuple[tuple[ir.Stmt, ...], ...]:
+    """The blocks nested in a statement: a branch's two, a loop's body."""
+    if isinstance(s, ir.If):
+        return (s.then, s.orelse)
+    if isinstance(s, (ir.For, ir.ForEach, ir.Loop)):
+        return (s.body,)
+    return ()
+
+
+def _stmt_vars(s: ir.Stmt) -> Iterator[ir.Var]:
+    """Every variable a statement reads, its nested blocks included (one per occurrence)."""
+    yield from _own_reads(s)
+    for block in _nested(s):
+        for t in block:
             yield from _stmt_vars(t)
 
 
 def _blocks(stmts: tuple[ir.Stmt, ...]) -> Iterator[tuple[ir.Stmt, ...]]:
+    """A body and every block nested in it, at any depth."""
     yield stmts
     for s in stmts:
-        if isinstance(s, ir.If):
-            yield from _blocks(s.then)
-            yield from _blocks(s.orelse)
-        elif isinstance(s, ir.For):
-            yield from _blocks(s.body)
+        for block in _nested(s):
+            yield from _blocks(block)
+
+
+def _written(stmts: tuple[ir.Stmt, ...]) -> collections.Counter:
+    """How many statements bind each variable (declare, set, or iterate with it)."""
+    out: collections.Counter = collections.Counter()
+    for block in _blocks(stmts):
+        for s in block:
+            if isinstance(s, ir.Assign):
+                out.update(t.name for t in s.targets)
+            elif isinstance(s, (ir.Declare, ir.Move)):
+                out[(s.var if isinstance(s, ir.Declare) else s.target).name] += 1
+            elif isinstance(s, ir.For):
+                out[s.var.name] += 1
+            elif isinstance(s, ir.ForEach):
+                out.update(v.name for v in s.items + ((s.index,) if s.index is not None else ()))
+    return out
 
 
 def fresh_tensor(call: ir.Call) -> bool:
@@ -140,12 +186,36 @@ class BodyPlan:
     moves: set[str] = field(default_factory=set)  # tensor variables returned by move (level 2+)
 
 
+# What level 3 takes for "dead", in code with branches and loops. Not a liveness analysis
+# over the control-flow graph: a rule that is safe by construction. An op S may write into
+# its operand t when
+#   (a) t is the one target of an Assign A of a functional op with a fresh result, in the
+#       same block as S and before it (no branch or loop boundary between them);
+#   (b) nothing else binds t: no other Assign, Declare, Move, loop variable;
+#   (c) S is the only read of t in the whole body: once, counting every block, loop
+#       header, condition, list operation, call and return.
+# Then every run of S reads the value A made in the same run of the block: A precedes S
+# there, nothing else sets t, and t is declared in that block, so a later iteration of an
+# enclosing loop declares a new t and runs A again before S. After S nothing reads t (S is
+# its only read and runs once per run of the block), whatever path follows: a later
+# iteration, a break, a continue, a return. A value carried to a later iteration, stored in
+# a list, returned, or read on any other path is read by another statement, so (c) keeps it.
+# What this gives up: a temporary read before a branch and last read in both arms of it.
+SAFE_REUSE_RULE = (
+    "a temporary is reused only where it was made in the same block, before the op, and the op is its only "
+    "reader in the whole function (not carried to a later iteration, stored in a list, returned or read on "
+    "another path)"
+)
+
+
 def plan_body(stmts: tuple[ir.Stmt, ...], level: int) -> BodyPlan:
     plan = BodyPlan(level)
     if level < 2:
         return plan
     uses = collections.Counter(v.name for s in stmts for v in _stmt_vars(s))
+    written = _written(stmts)
     # Results: a local tensor that occurs once in its return statement (params are references, not locals).
+    # The return ends the call, so whatever path reaches it, nothing reads the variable afterwards.
     assigned = {t.name for b in _blocks(stmts) for s in b if isinstance(s, ir.Assign) for t in s.targets}
     declared = {s.var.name for b in _blocks(stmts) for s in b if isinstance(s, ir.Declare)}
     for b in _blocks(stmts):
@@ -163,7 +233,7 @@ def plan_body(stmts: tuple[ir.Stmt, ...], level: int) -> BodyPlan:
     if level < 3:
         return plan
     for block in _blocks(stmts):
-        made: dict[str, ir.Assign] = {}  # temporaries made in this block by a functional op
+        made: dict[str, ir.Assign] = {}  # temporaries made in this block by a functional op, (a) and (b)
         for s in block:
             if not isinstance(s, ir.Assign):
                 continue
@@ -171,8 +241,8 @@ def plan_body(stmts: tuple[ir.Stmt, ...], level: int) -> BodyPlan:
                 site = _site(s.value, made, uses)
                 if site is not None:
                     plan.reuse[id(s)] = site
-            single_tensor = len(s.targets) == 1 and s.targets[0].kind == Kind.TENSOR
-            if single_tensor and isinstance(s.value, ir.Call) and fresh_tensor(s.value):
+            one = len(s.targets) == 1 and s.targets[0].kind == Kind.TENSOR and written[s.targets[0].name] == 1
+            if one and isinstance(s.value, ir.Call) and fresh_tensor(s.value):
                 made[s.targets[0].name] = s
     return plan
 
@@ -186,7 +256,7 @@ def _site(call: ir.Call, made: dict[str, ir.Assign], uses: collections.Counter) 
             continue
         maker = made.get(a.name)
         if maker is None or uses[a.name] != 1:
-            continue  # not made here, or used elsewhere too (a view, a return, a later op)
+            continue  # not made here, or read elsewhere too (c): a view, a return, a later op or iteration
         op = maker.value.op  # type: ignore[union-attr]
         return ReuseSite(entry, position, a, op.name, maker.line)
     return None
