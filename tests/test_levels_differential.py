@@ -1,7 +1,9 @@
 """The differential suites at levels 1 and 3, with and without autograd recording and under inference_mode.
 
-Model code (the cell of tests/test_models.py, its control flow included), random
-programs (the fuzzer's forms) and the OpInfo entries of element-wise ops (the ops
+Model code (the cell of tests/test_models.py), the model code with control flow
+(tests/test_control_models.py: loops, branches, lists), random programs (the
+fuzzer's forms, and the control-flow fuzz of tests/support/control_fuzz.py) and
+the OpInfo entries of element-wise ops (the ops
 level 3 may run in place, and their neighbours; as OpInfo writes them, and with the
 op's first operand made in the region, ``x0.clone()``, so that level 3 may write
 into it) are compiled at level 1 and at level 3 (``-O``) and compared with eager,
@@ -26,12 +28,13 @@ import re
 import pytest
 import torch
 
-from tests.support import batch, cells, eager, fuzz, opinfo, outcomes
-from tests.support.outcomes import FAILURES, MATCH, Case
+from tests.support import batch, cells, control_fuzz, eager, fuzz, opinfo, outcomes
+from tests.support.outcomes import FAILURES, MATCH, PYTHON, Case
 
 LEVELS = (1, 3)
 MODES = ("recording", "grad mode, nothing requires grad", "no_grad", "inference_mode")
 PROGRAMS = int(os.environ.get("PPY_LEVELS_PROGRAMS", "120"))
+CONTROL_PROGRAMS = int(os.environ.get("PPY_LEVELS_CONTROL_PROGRAMS", "120"))
 OPINFO_SAMPLES = int(os.environ.get("PPY_LEVELS_OPINFO_SAMPLES", "4"))
 # OpInfo entries: the ops level 3 may write in place, and element-wise ops around them.
 OPINFO_NAMES = {
@@ -162,6 +165,41 @@ def test_model_code_matches_eager(model_cells, level, mode):
     assert ran >= 50, ran
 
 
+# ---- model code with control flow ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def control_model_cells():
+    from tests import test_control_models
+
+    built = {}
+    for level in LEVELS:
+        ns, report = cells.compile_cell(
+            test_control_models.CELL, filename=f"<ppy-levels-control-models-{level}>", level_override=level
+        )
+        assert not report.python, report.summary()  # none may stay Python, at any level
+        built[level] = ns
+    return test_control_models, built
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("level", LEVELS)
+def test_control_flow_model_code_matches_eager(control_model_cells, level, mode):
+    test_control_models, built = control_model_cells
+    ns = built[level]
+    bad, ran = [], 0
+    with mode_context(mode):
+        for name, makers in test_control_models.CALLS.items():
+            for i, make in enumerate(makers):
+                args = for_mode(make(), mode)
+                status, detail = eager.compare_call(ns[name], args, {}, grad=mode == "recording")
+                ran += 1
+                if status != MATCH:
+                    bad.append(f"{name} (call {i}): {status}: {detail}")
+    assert not bad, f"level {level}, {mode}:\n" + "\n".join(bad)
+    assert ran >= 60, ran
+
+
 # ---- random programs --------------------------------------------------------------------------------------
 
 
@@ -190,6 +228,35 @@ def test_random_programs_match_eager(programs, program_pools, level, mode):
     assert not bad, f"level {level}, {mode}: {len(bad)} programs differ or crashed:\n" + "\n\n".join(bad[:5])
     assert not stats.build_failures, batch.build_failures_text(stats)
     assert outcomes.count(results)[MATCH] >= len(cases) // 2
+
+
+@pytest.fixture(scope="module")
+def control_programs():
+    programs = control_fuzz.generate(CONTROL_PROGRAMS)
+    return [p.case(f"lvctl{i}", label=f"control program {i}") for i, p in enumerate(programs)]
+
+
+@pytest.fixture(scope="module")
+def control_pools():
+    return {level: {} for level in LEVELS}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("level", LEVELS)
+def test_random_control_flow_programs_match_eager(control_programs, control_pools, level, mode):
+    cases = [
+        dataclasses.replace(c, args=for_mode(c.args, mode), grad=c.grad and mode == "recording")
+        for c in control_programs
+    ]
+    stats = batch.BatchStats()
+    with at_level(level), mode_context(mode):
+        prefix, pool = f"ppy-levels-control-{level}", control_pools[level]
+        results = batch.run_cases(cases, prefix=prefix, chunk=max(len(cases), 1), stats=stats, pool=pool)
+    bad = failures_of(results)
+    assert not bad, f"level {level}, {mode}: {len(bad)} programs differ or crashed:\n" + "\n\n".join(bad[:5])
+    assert not stats.build_failures, batch.build_failures_text(stats)
+    python = [o for o in results if o.status == PYTHON]
+    assert not python, "programs stayed Python:\n" + "\n".join(f"{o}\n{o.case.source}" for o in python[:5])
 
 
 # ---- OpInfo: element-wise ops ---------------------------------------------------------------------------------
