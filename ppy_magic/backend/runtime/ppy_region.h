@@ -73,14 +73,18 @@ inline bool standard_strides(const at::Tensor& t) {
 
 // t may receive the result in place of a fresh tensor: nothing else refers to it
 // or to its storage (no view, no alias, not an argument: the caller would hold
-// a reference), and it is a real floating tensor laid out as a fresh result is.
+// a reference), and it is a real floating tensor laid out as a fresh result is,
+// storage included (offset 0, exactly its elements): an op whose schema promises a
+// new tensor may still hand back a view into a larger buffer it made, and the
+// result would then differ from eager's fresh one in storage_offset or storage size.
 inline bool reusable(const at::Tensor& t) {
   if (!t.defined() || t.use_count() != 1 || !t.has_storage() || t.storage().use_count() != 1) return false;
   const at::ScalarType dt = t.scalar_type();
   if (dt != at::kFloat && dt != at::kDouble && dt != at::kHalf && dt != at::kBFloat16) return false;
   const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   return t.layout() == at::kStrided && !impl->is_wrapped_number() && !t.is_conj() && !t.is_neg() &&
-         t.numel() > 0 && standard_strides(t);
+         t.numel() > 0 && standard_strides(t) && t.storage_offset() == 0 &&
+         t.storage().nbytes() == static_cast<size_t>(t.numel()) * t.element_size();
 }
 
 // Another operand o leaves the result t's shape and does not change how the
