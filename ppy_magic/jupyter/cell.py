@@ -157,10 +157,13 @@ class PpyMagics(Magics):
           calls ``mm`` and ``F.linear`` of a matrix with a bias calls ``addmm``,
           as eager's own composites do.
         - 3 (the default): level 2, and while autograd is not recording (grad
-          mode off, or no tensor argument requires grad; no forward AD,
-          functorch transform, dispatch mode or autocast), an element-wise op
-          whose operand is a temporary nothing uses afterwards writes its
-          result into it, when dtype and shape allow; otherwise the ordinary op.
+          mode off, or no tensor argument or module attribute requires grad;
+          no forward AD, functorch transform, dispatch mode or autocast), an
+          element-wise op whose operand is a temporary nothing uses afterwards
+          (made in the same block, and read by nothing else in the function:
+          never a value a loop carries, a list holds or a later path reads)
+          writes its result into it, when dtype and shape allow; otherwise the
+          ordinary op.
 
         ``ppy_magic.explain(f)`` lists, per level, the constants built once and
         the temporaries reused in ``f``.
