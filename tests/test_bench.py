@@ -586,11 +586,20 @@ def test_real_region_fallbacks_are_counted_and_named(region_ns):
 def test_real_torch_compile_row(region_ns):
     try:
         r = region_ns.run_line_magic("ppy_bench", "-o -q -n 200 -r 2 bench_layer rx rw rb")
+        # Other shapes, as a size sweep runs them: dynamo recompiles the same code, and its cached
+        # entries must find their compiled functions in the globals they were compiled with.
+        again = [
+            region_ns.run_line_magic("ppy_bench", f"-o -q -n 50 -r 2 bench_layer (rx[:1].repeat({n}, 1)) rw rb")
+            for n in (64, 256)
+        ]
     finally:
         torch._dynamo.reset()  # else dynamo's weakref callbacks print a KeyError at interpreter exit
     row = r.df.loc["torch.compile"]
     assert row["matches_eager"] is True and row["first_call_s"] > 0 and row["best_ms"] > 0
     assert r.result[bench.COMPILE].check == "close (torch.testing.assert_close)"
+    for other in again:
+        assert not other.metadata["skipped"], other.metadata["skipped"]
+        assert other.df.loc["torch.compile", "matches_eager"] is True
 
 
 def test_the_eager_row_runs_no_region_even_through_callees(ip):
@@ -615,3 +624,4 @@ def outer_for_bench(x):
     assert torch.equal(eager(x), outer.__wrapped__(x))
     assert inner.calls == before + 1  # only __wrapped__'s call went through the region
     assert eager.__name__ == "outer_for_bench" and eager.__code__ is outer.__wrapped__.__code__
+    assert bench.pure_python(outer).__globals__ is eager.__globals__  # one copy: see _plain_scope
