@@ -7,6 +7,7 @@ dispatcher: one Python round trip per call, autograd unchanged.
 
 from __future__ import annotations
 
+from .annotate import annotate
 from .artifact import PpyArtifactWarning
 from .backend.cache import toolchain_ready
 from .errors import BuildError, CompileError, PpyError
@@ -21,6 +22,7 @@ __all__ = [
     "PpyError",
     "PpyFallbackWarning",
     "__version__",
+    "annotate",
     "explain",
     "load_ipython_extension",
     "supported_ops",

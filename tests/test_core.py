@@ -407,6 +407,7 @@ def test_the_public_names():
             "PpyError",
             "PpyFallbackWarning",
             "__version__",
+            "annotate",
             "explain",
             "load_ipython_extension",
             "supported_ops",
