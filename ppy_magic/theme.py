@@ -19,15 +19,16 @@ WARN = ("--jp-warn-color1", "#f57c00")
 # Secondary text: JupyterLab's second text colour; without it, the inherited colour (an undefined
 # variable makes the declaration fall back to inheriting).
 MUTED = "color:var(--jp-content-font-color2)"
-# The empty part of a bar's track, and the rule under a heading.
-TRACK = "background:var(--jp-layout-color2, rgba(127,127,127,0.2))"
+# The empty part of a bar's track, and the rule under a heading. Each style that uses a variable comes after
+# the same property without one: JupyterLab's sanitizer (an untrusted notebook) drops values with var().
+TRACK = "background:rgba(127,127,127,0.2);background:var(--jp-layout-color2, rgba(127,127,127,0.2))"
 RULE = "var(--jp-border-color2, rgba(127,127,127,0.35))"
 
 
 def solid(colour: tuple[str, str]) -> str:
     """``background`` in an accent colour (bars)."""
     var, fallback = colour
-    return f"background:var({var}, {fallback})"
+    return f"background:{fallback};background:var({var}, {fallback})"
 
 
 def tint(colour: tuple[str, str], percent: int) -> str:
