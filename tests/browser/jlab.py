@@ -418,6 +418,31 @@ _CONTRAST = """(el) => {
 }"""
 
 
+# -- reading a %ppy_bench report ----------------------------------------------------------------------
+
+
+def bench_rows(bench) -> dict[str, list[str]]:
+    """The bench table's rows as the user reads them: label -> the row's cell texts."""
+    rows = {}
+    for tr in bench.locator("table").first.locator("tbody tr").all():
+        cells = [td.inner_text().strip() for td in tr.locator("td").all()]
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def visible_bars(bench) -> list[tuple[str, float, str]]:
+    """(label, drawn width in px, value text) for each bar on screen: shown, and painted in a colour."""
+    bars = bench.evaluate(
+        """(root) => Array.from(root.querySelectorAll('.ppy-bench-bar'))
+            .filter(b => b.offsetParent !== null)
+            .map(b => [b.dataset.label, b.getBoundingClientRect().width, b.dataset.value,
+                       getComputedStyle(b).backgroundColor])"""
+    )
+    unpainted = [b for b in bars if b[3] in ("transparent", "rgba(0, 0, 0, 0)")]
+    assert not unpainted, f"bars with no colour: {unpainted}"
+    return [tuple(b[:3]) for b in bars]
+
+
 def write_notebook(path: str, cells: list[str | tuple[str, list[str]]]) -> None:
     """A notebook of code cells (``"source"`` or ``("source", ["tag", ...])``) that has never run."""
     import nbformat

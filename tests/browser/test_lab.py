@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from jlab import NotebookPage, write_notebook
+from jlab import NotebookPage, bench_rows, visible_bars, write_notebook
 
 LABELS = ("PPy ATen region", "PyTorch eager", "torch.compile")
 
@@ -42,24 +42,6 @@ x, w, b = torch.randn(8, 32, generator=g), torch.randn(32, 32, generator=g), tor
 def unique_setup() -> str:
     """The setup cell with a constant of its own, so it builds (and shows its live status) on every run."""
     return SETUP.format(scale=f"0.{secrets.randbelow(10**8):08d}")
-
-
-def bench_rows(bench) -> dict[str, list[str]]:
-    """The bench table's rows as the user reads them: label -> the row's cell texts."""
-    rows = {}
-    for tr in bench.locator("table").first.locator("tbody tr").all():
-        cells = [td.inner_text().strip() for td in tr.locator("td").all()]
-        rows[cells[0]] = cells[1:]
-    return rows
-
-
-def visible_bars(bench) -> list[tuple[str, float, str]]:
-    """(label, drawn width in px, value text) for each bar on screen."""
-    return bench.evaluate(
-        """(root) => Array.from(root.querySelectorAll('.ppy-bench-bar'))
-            .filter(b => b.offsetParent !== null)
-            .map(b => [b.dataset.label, b.getBoundingClientRect().width, b.dataset.value])"""
-    )
 
 
 def micro(text: str) -> float:
@@ -105,19 +87,21 @@ def test_ppy_cell_and_bench_in_a_new_notebook(notebook: NotebookPage):
     assert list(rows) == list(LABELS), rows
     assert rows["PPy ATen region"][-1] == "yes, bitwise"
     assert rows["torch.compile"][-1] == "yes, assert_close"
+    assert not low_contrast(nb, bench), low_contrast(nb, bench)  # the light theme too
     nb.screenshot("new-notebook-2-bench", bench)
 
     # The bars: one per variant, the longest for the slowest best time, labelled with that time.
     best = {label: float(cells[0]) * 1000 for label, cells in rows.items()}  # table: ms/call -> µs
     median = {label: float(cells[1]) * 1000 for label, cells in rows.items()}
     for statistic, expected in (("best round", best), ("median", median), ("best round", best)):
-        bench.get_by_text(statistic, exact=True).click()
+        bench.locator("label").filter(has_text=re.compile(f"^{statistic}$")).click()  # the toggle's buttons
         bars = visible_bars(bench)
         assert [b[0] for b in bars] == list(LABELS), bars
         widest = max(width for _, width, _ in bars)
         slowest = max(expected.values())
         for label, width, value in bars:
-            assert micro(value) == pytest.approx(expected[label], rel=0.01, abs=0.01), (statistic, label, value)
+            # The table has ms to four places (0.1 µs), the bar's label µs to two.
+            assert micro(value) == pytest.approx(expected[label], abs=0.051), (statistic, label, value)
             assert width / widest == pytest.approx(expected[label] / slowest, abs=0.02), (statistic, bars)
         if statistic == "median":
             nb.screenshot("new-notebook-3-median", bench)
@@ -194,7 +178,7 @@ def test_dark_theme_keeps_every_text_readable(notebook: NotebookPage, lab):
         assert nb.contrast(best) >= 4.5
         low = low_contrast(nb, bench) + low_contrast(nb, nb.outputs(3).locator(".ppy-annotate"))
         assert not low, f"text under 4.5:1 in the dark theme: {low}"
-        nb.screenshot("dark-annotate", nb.outputs(3))
+        nb.screenshot("dark-annotate", nb.outputs(3).locator(".ppy-annotate"))
     finally:
         lab.set_setting("@jupyterlab/apputils-extension:themes", {"theme": "JupyterLab Light"})
 
@@ -241,8 +225,9 @@ def test_errors_are_short_and_name_the_right_cell(notebook: NotebookPage, lab):
     syntax = nb.output_texts(2)
     nb.screenshot("error-syntax", nb.cell(2))
     assert len(syntax) == 1, f"a SyntaxError should show once, alone: {syntax}"
-    assert "SyntaxError" in syntax[0] and "_Quiet" not in syntax[0]
-    assert "Cell In[3], line 4" in syntax[0], syntax[0]
+    assert syntax[0].strip().startswith("Cell In[3], line 4"), syntax[0]  # as IPython shows one in a plain cell
+    assert syntax[0].rstrip().endswith("SyntaxError: invalid syntax"), syntax[0]
+    assert "Traceback" not in syntax[0] and "ppy_magic" not in syntax[0], syntax[0]
 
     for index, where in ((3, "mismatch"), (4, "layer")):
         nb.screenshot(f"error-in-region-{where}", nb.cell(index))
@@ -251,10 +236,21 @@ def test_errors_are_short_and_name_the_right_cell(notebook: NotebookPage, lab):
         assert error["ename"] == "RuntimeError" and "cannot be multiplied" in error["evalue"]
         assert f"Cell In[{index + 1}]" in shown, f"cell [{index + 1}] shows:\n{shown}"
         assert re.findall(r"Cell In\[(\d+)\]", shown) == [str(index + 1)], shown
-        assert f"ppy region '{where}'" in shown, shown
+        if where == "mismatch" or ipython_shows_notes():  # a %%ppy cell shows the note on any IPython
+            assert f"ppy region '{where}'" in shown, shown
         assert "ppy_magic" not in shown.replace("ppy_magic.explain", ""), shown  # no frames of the package
         assert len(shown.splitlines()) <= 20, shown
     nb.assert_no_console_errors()
+
+
+def ipython_shows_notes() -> bool:
+    """Whether this IPython prints an exception's notes (PEP 678) under its traceback (newer ones do)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    err = RuntimeError("boom")
+    err.add_note("the note")
+    stb = InteractiveShell.instance().InteractiveTB.structured_traceback(RuntimeError, err, None)
+    return "the note" in "\n".join(stb)
 
 
 # -- %%ppy -a ---------------------------------------------------------------------------------------
@@ -298,8 +294,9 @@ def test_annotate_shows_each_line_compiled_or_python(notebook: NotebookPage, lab
     calls = compiled.locator(".ppy-calls")
     assert not calls.is_visible()
     compiled.locator(".ppy-source").click()  # expands to the at:: calls the line became
-    assert calls.is_visible() and "at::matmul" in calls.inner_text()
-    assert "at::relu" in by_text["return torch.relu(h) * 0.5"].locator(".ppy-calls").inner_text()
+    assert calls.is_visible() and re.search(r"at::\w*::matmul\b", calls.inner_text()), calls.inner_text()
+    relu = by_text["return torch.relu(h) * 0.5"].locator(".ppy-calls").text_content()
+    assert re.search(r"at::\w*::relu\b", relu) and re.search(r"at::\w*::mul", relu), relu
     python = by_text["return np.asarray(x)"]
     assert "ppy-python" in python.get_attribute("class")
     assert "np" in view.inner_text() and "stays Python" in view.inner_text()
