@@ -186,11 +186,11 @@ class PpyMagics(Magics):
         status.stop()
         report = binder.report
         body, last = _split_last_expression(source, filename)
+        ran = False
         try:
             pipeline.run(shell.compile(body, filename, "exec"), shell.user_ns, binder)
             value = None if last is None else _evaluate(shell.compile(last, filename, "eval"), shell.user_ns, binder)
-            if args.annotate:
-                display.rich(annotate(*_decorated(source, filename, shell.user_ns)))
+            ran = True
             # `f(x);` at the end shows nothing, as in a plain cell. (IPython's own check for this,
             # `output_can_be_silenced`, tokenizes the cell after the magic returns, which fails with a
             # second error on a cell with an unclosed bracket: a SyntaxError this magic shows itself.)
@@ -205,6 +205,8 @@ class PpyMagics(Magics):
             status.show(summary)
             if verbose:
                 display.build_details(self.cache, report)
+            if args.annotate and ran:  # under the summary, as the regions stand after the cell
+                display.rich(annotate(*_decorated(source, filename, shell.user_ns)))
 
 
 def _cell_number(shell: Any) -> int:
