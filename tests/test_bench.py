@@ -446,7 +446,8 @@ def test_progress_is_a_widget_in_a_kernel_text_in_a_terminal_and_nothing_when_qu
     shown, replaced = out.outputs  # the bar, then its replacement: an update of the same output
     assert replaced.update and replaced.transient["display_id"] == shown.transient["display_id"]
     assert replaced.data == {"text/plain": "%ppy_bench f: stopped"}
-    assert bar.box.comm is None  # closed: nothing of it left in the kernel or the saved notebook
+    parts = [bar.box, bar.bar, bar.stage, bar.box.layout, bar.bar.layout, bar.bar.style, bar.stage.style]
+    assert all(w.comm is None for w in parts)  # closed: nothing of it left in the kernel or the saved notebook
     capsys.readouterr()
     text = widget.progress(object(), "%ppy_bench f", 5, compiling=True, quiet=False)
     assert "tens of seconds" in capsys.readouterr().out

@@ -122,6 +122,7 @@ def execute(path: str, *, fast: bool, timeout: int = 900) -> nbformat.NotebookNo
             nb,
             timeout=timeout,
             kernel_name="python3",
+            store_widget_state=False,  # nothing the notebooks show needs it
             resources={"metadata": {"path": NOTEBOOK_DIR}},
         ).execute()
     finally:

@@ -33,15 +33,20 @@ class Progress:
 
     def finish(self, shown: Any) -> bool:
         """Put `shown` (the result, or a line of text) where the bar was; True: it is shown there."""
-        if self.handle is None:
-            self.box.close()
-            return False
-        if isinstance(shown, str):
-            self.handle.update({"text/plain": shown}, raw=True)
-        else:
-            self.handle.update(shown)
-        self.box.close()
-        return True
+        if self.handle is not None:
+            if isinstance(shown, str):
+                self.handle.update({"text/plain": shown}, raw=True)
+            else:
+                self.handle.update(shown)
+        self._close()
+        return self.handle is not None
+
+    def _close(self) -> None:
+        # Every model the bar made, its layouts and styles too: each is a comm the kernel would keep open.
+        for w in (self.box, self.bar, self.stage):
+            for part in (w, getattr(w, "layout", None), getattr(w, "style", None)):
+                if part is not None:
+                    part.close()
 
 
 class TextProgress:
