@@ -16,7 +16,8 @@ import os
 import tempfile
 
 import pytest
-from jlab import CHROMIUM_ARGS, LabServer, NotebookPage, chromium_path
+
+from .jlab import CHROMIUM_ARGS, LabServer, NotebookPage, chromium_path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _SHOTS: dict[str, str] = {}

@@ -17,7 +17,8 @@ import subprocess
 import sys
 
 import pytest
-from jlab import NotebookPage, bench_rows, visible_bars, write_notebook
+
+from .jlab import NotebookPage, bench_rows, visible_bars, write_notebook
 
 LABELS = ("PPy ATen region", "PyTorch eager", "torch.compile")
 

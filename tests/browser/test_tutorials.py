@@ -13,7 +13,8 @@ import shutil
 
 import nbformat
 import pytest
-from jlab import ROOT, NotebookPage, visible_bars
+
+from .jlab import ROOT, NotebookPage, visible_bars
 
 NOTEBOOKS = sorted(n for n in os.listdir(os.path.join(ROOT, "notebooks")) if n.endswith(".ipynb"))
 BROKEN = ("Error displaying widget", "Javascript Error", "model not found", "<IPython.core.display")
