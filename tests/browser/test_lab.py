@@ -245,13 +245,20 @@ def test_errors_are_short_and_name_the_right_cell(notebook: NotebookPage, lab):
 
 
 def ipython_shows_notes() -> bool:
-    """Whether this IPython prints an exception's notes (PEP 678) under its traceback (newer ones do)."""
-    from IPython.core.interactiveshell import InteractiveShell
+    """Whether this IPython prints an exception's notes (PEP 678) under its traceback (newer ones do).
+
+    Asked of IPython's traceback formatter alone: an InteractiveShell made here would be the process's
+    shell, and the other test files' shell could not start after it.
+    """
+    from IPython.core import ultratb
 
     err = RuntimeError("boom")
     err.add_note("the note")
-    stb = InteractiveShell.instance().InteractiveTB.structured_traceback(RuntimeError, err, None)
-    return "the note" in "\n".join(stb)
+    try:
+        raise err
+    except RuntimeError as raised:
+        shown = ultratb.AutoFormattedTB().structured_traceback(RuntimeError, raised, raised.__traceback__)
+    return "the note" in "\n".join(shown)
 
 
 # -- %%ppy -a ---------------------------------------------------------------------------------------
