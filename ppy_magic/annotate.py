@@ -1,8 +1,8 @@
 """``annotate(f)`` and ``%%ppy -a``: each line of a decorated function, compiled or left Python, and why.
 
 Like ``%%cython -a``: the function's source, a line at a time. A line a
-region compiled is marked so, and opens to the C++ it became (the ``at::``
-calls, read from the region's generated C++ between its ``ppy_line = N;``
+region compiled is marked so, and opens to the C++ it became (its ATen calls,
+which the backend reads out of the region's generated C++ by its line
 marks); a function left Python has its lines marked so, with the reason on
 the line the reason points at. Each region also shows its calls and guard
 fallbacks so far. Data first (``Annotation``), then text and HTML; the HTML
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import theme
+from .backend import cpp_by_line
 from .region import FALLBACKS
 
 COMPILED, PYTHON, PLAIN = "compiled", "python", "plain"
 
-_MARK = re.compile(r"^\s*ppy_line = (\d+);")
 _AT = re.compile(r"^at (\d+):(\d+): ")
 
 
@@ -85,7 +85,7 @@ def _function(f: Callable) -> FunctionAnnotation:
     except (OSError, TypeError):
         source, first = [], 0
     if info is not None:
-        marks = _cpp_by_line(info.spec.cpp)
+        marks = cpp_by_line(info.spec.cpp)
         return FunctionAnnotation(
             name,
             True,
@@ -103,26 +103,6 @@ def _function(f: Callable) -> FunctionAnnotation:
             else "it was not defined in a %%ppy cell or a file run with `ppy`"
         )
     return FunctionAnnotation(name, False, reason, _lines(source, first, reason=reason))
-
-
-def _cpp_by_line(cpp: str) -> dict[int, list[str]]:
-    """Python line -> the C++ statements between its ``ppy_line = N;`` mark and the next one.
-
-    Braces and the entry's closing ``catch`` blocks (the same in every
-    region) are left out.
-    """
-    out: dict[int, list[str]] = {}
-    current: list[str] | None = None
-    for raw in cpp.splitlines():
-        text = raw.strip()
-        mark = _MARK.match(raw)
-        if mark:
-            current = out.setdefault(int(mark.group(1)), [])
-        elif text.startswith("} catch"):
-            current = None
-        elif current is not None and text.strip("{} ") and text not in ("} else {", "return;"):
-            current.append(text)
-    return out
 
 
 def _lines(

@@ -171,3 +171,23 @@ def test_an_aten_call_names_its_overload_and_header():
     assert cpp.op_header(ov) == "ATen/ops/add_ops.h"
     (inplace,) = [o for o in overloads("add_") if o.overload == "Tensor"]
     assert cpp.op_header(inplace) == "ATen/ops/add_ops.h"
+
+
+def test_each_python_line_maps_to_the_cpp_it_became():
+    code = generate(
+        """
+        import torch, ppy
+
+        @ppy.opt(3)
+        def scaled(x, w):
+            h = x @ w
+            return torch.relu(h) * 0.5
+        """
+    )
+    (spec,) = code.regions
+    by_line = backend.cpp_by_line(spec.cpp)
+    assert sorted(by_line) == [6, 7]  # the two statements; the def and the decorator become no code
+    assert any(re.search(r"at::_ops::matmul::call\(", s) for s in by_line[6])
+    calls = [s for s in by_line[7] if "::call(" in s]
+    assert len(calls) == 2 and "::relu::" in calls[0] and "::mul_" in calls[1]  # in eager's order
+    assert not any(s.startswith(("}", "catch", "ppy_line")) for lines in by_line.values() for s in lines)

@@ -11,6 +11,7 @@ runs a compiler.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ from ..language.modules import Plan
 from . import cpp
 from .cpp import NAME, atom, cpp_literal, expr
 
-__all__ = ["ABI_HEADER", "REGION_HEADER", "CellCode", "RegionSpec", "cpp_literal", "generate"]
+__all__ = ["ABI_HEADER", "REGION_HEADER", "CellCode", "RegionSpec", "cpp_by_line", "cpp_literal", "generate"]
 
 ABI_HEADER = "ppy_abi.h"
 REGION_HEADER = "ppy_region.h"
@@ -110,6 +111,31 @@ def _uses(stmt: ir.Stmt) -> set[str]:
             add(a)
         for s in stmt.body:
             out |= _uses(s)
+    return out
+
+
+_LINE_MARK = re.compile(r"^\s*ppy_line = (\d+);")  # what Emitter.line writes
+
+
+def cpp_by_line(cpp_text: str) -> dict[int, list[str]]:
+    """The C++ statements of a region (``RegionSpec.cpp``) under each Python line, read from its line marks.
+
+    The statements after a line's mark, up to the next mark, are what that
+    line became (a line marked again later, after a branch, gets those too).
+    Braces and the entry's closing handlers, the same in every region, are
+    left out. ``annotate`` shows these under each compiled line.
+    """
+    out: dict[int, list[str]] = {}
+    current: list[str] | None = None
+    for raw in cpp_text.splitlines():
+        text = raw.strip()
+        mark = _LINE_MARK.match(raw)
+        if mark:
+            current = out.setdefault(int(mark.group(1)), [])
+        elif text.startswith("} catch"):
+            current = None
+        elif current is not None and text.strip("{} ") and text not in ("} else {", "return;"):
+            current.append(text)
     return out
 
 

@@ -128,7 +128,7 @@ class PpyMagics(Magics):
         "--annotate",
         action="store_true",
         help="After the cell runs, show each line of each @ppy.opt function: compiled (click it for the "
-        "at:: calls it became) or left Python, and why; like %%cython -a. ppy_magic.annotate(f) shows it later.",
+        "ATen calls it became) or left Python, and why; like %%cython -a. ppy_magic.annotate(f) shows it later.",
     )
     @argument(
         "-O",
