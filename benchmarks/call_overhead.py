@@ -1,19 +1,24 @@
-"""Per-call cost as an ATen region, in eager and under torch.compile: a layer, and a tiny GPT model.
+"""Per-call cost as an ATen region, in eager and under torch.compile: a layer, a tiny GPT model, and a loop.
 
 The layer is the seed's relu(x @ w + b), x 8×32, w 32×32, b 32: small enough that
 the cost is the Python round trip per operator, which is what a region removes.
 The model is a nanoGPT (2 layers, 2 heads, 32 features, vocabulary 64) in eval
 mode, called as ``model(idx)`` with B=1, T=8: every ``forward`` of its classes a
 region, the submodules run inline; eager and torch.compile run the same model
-with its classes' Python methods (``torch.compile(model)``).
+with its classes' Python methods (``torch.compile(model)``). The loop is a GRU
+cell unrolled over 32 steps (the cell of PyTorch's own RNN benchmarks,
+benchmarks/fastrnns/cells.py), state 8×32, its outputs collected in a list and
+stacked: ~600 ATen calls per call, the loop and the list kept in C++
+(torch.compile, which traces all 32 steps, only with --gru-compile).
 
 One PyTorch thread; the three variants run interleaved round by round in this
 one process (``ppy_magic.bench``, the same measurement ``%ppy_bench`` uses), so
 their ratios are comparable even on a busy machine. Prints µs per call (best
 round) and the ratios against the targets: region/eager ≤ 0.75 and
-compile/region ≥ 5 for the layer, region/eager ≤ 0.6 for the model.
+compile/region ≥ 5 for the layer, region/eager ≤ 0.6 for the model and the GRU.
 
-    python -m benchmarks.call_overhead [-n CALLS] [-r ROUNDS] [--no-compile] [--only layer|gpt]
+    python -m benchmarks.call_overhead [-n CALLS] [-r ROUNDS] [--no-compile] [--only layer|gpt|gru]
+                                       [--gru-compile]
 
 Exits 1 only when the measurement is broken (a variant could not run or
 differs from eager), not when a target is missed: timings are for reading.
@@ -39,11 +44,28 @@ import ppy
 @ppy.opt(3)
 def layer(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.relu(x @ w + b)
+
+
+@ppy.opt(3)
+def gru(xs, h, w_ih, w_hh, b_ih, b_hh):
+    outs = []
+    for x in xs:
+        gi = torch.mm(x, w_ih.t()) + b_ih
+        gh = torch.mm(h, w_hh.t()) + b_hh
+        i_r, i_i, i_n = gi.chunk(3, 1)
+        h_r, h_i, h_n = gh.chunk(3, 1)
+        resetgate = (i_r + h_r).sigmoid()
+        inputgate = torch.sigmoid(i_i + h_i)
+        newgate = (i_n + resetgate * h_n).tanh()
+        h = newgate + inputgate * (h - newgate)
+        outs.append(h)
+    return torch.stack(outs)
 """
 FILENAME = "<call_overhead>"
 REGION_OVER_EAGER_AT_MOST = 0.75
 COMPILE_OVER_REGION_AT_LEAST = 5.0
 MODEL_REGION_OVER_EAGER_AT_MOST = 0.6
+GRU_REGION_OVER_EAGER_AT_MOST = 0.6
 
 GPT_SOURCE = """\
 import math
@@ -170,11 +192,25 @@ def compile_source(source: str, filename: str, module: str) -> dict:
     return ns
 
 
-def compile_layer():
-    layer = compile_source(SOURCE, FILENAME, "__call_overhead__")["layer"]
-    if not getattr(layer, "__ppy_region__", False):
-        sys.exit("call_overhead: the layer did not compile")
-    return layer
+def compile_layer(name: str = "layer"):
+    region = compile_source(SOURCE, FILENAME, "__call_overhead__")[name]
+    if not getattr(region, "__ppy_region__", False):
+        sys.exit(f"call_overhead: {name} did not compile")
+    return region
+
+
+def gru_inputs() -> tuple[torch.Tensor, ...]:
+    """32 steps of a batch of 8 with 32 features; a GRU of 32 hidden features."""
+    g = torch.Generator().manual_seed(0)
+    scale = 32**-0.5
+    return (
+        torch.randn(32, 8, 32, generator=g),
+        torch.randn(8, 32, generator=g),
+        torch.randn(96, 32, generator=g) * scale,
+        torch.randn(96, 32, generator=g) * scale,
+        torch.randn(96, generator=g) * scale,
+        torch.randn(96, generator=g) * scale,
+    )
 
 
 def tiny_gpt() -> torch.nn.Module:
@@ -188,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", "--number", type=int, default=20_000, help="calls per round (default 20,000)")
     parser.add_argument("-r", "--repeat", type=int, default=7, help="rounds (default 7)")
     parser.add_argument("--no-compile", action="store_true", help="leave out torch.compile")
-    parser.add_argument("--only", choices=("layer", "gpt"), help="measure only the layer or only the model")
+    parser.add_argument("--only", choices=("layer", "gpt", "gru"), help="measure only one of the three")
+    parser.add_argument("--gru-compile", action="store_true", help="time torch.compile of the GRU loop too")
     args = parser.parse_args(argv)
     options = bench.BenchOptions(number=args.number, repeat=args.repeat, threads=1, compile=not args.no_compile)
     broken = False
@@ -206,6 +243,15 @@ def main(argv: list[str] | None = None) -> int:
         result = bench.measure(model, (idx,), model_options, arg_names=["idx"])
         title = "tiny GPT model(idx): 2 layers, 2 heads, 32 features, B=1, T=8, eval"
         broken |= report(result, title, args, MODEL_REGION_OVER_EAGER_AT_MOST, None, model_options.number)
+    if args.only in (None, "gru"):
+        gru = compile_layer("gru")
+        gru_options = replace(
+            options, number=max(1, options.number // 100), warmup=20, compile=args.gru_compile and options.compile
+        )
+        result = bench.measure(gru, gru_inputs(), gru_options, arg_names=["xs", "h", "w_ih", "w_hh", "b_ih", "b_hh"])
+        title = "GRU cell over 32 steps (fastrnns), state 8×32, outputs stacked"
+        gru_args = argparse.Namespace(**{**vars(args), "no_compile": not gru_options.compile})
+        broken |= report(result, title, gru_args, GRU_REGION_OVER_EAGER_AT_MOST, None, gru_options.number)
     # Drop torch.compile's caches now: left to interpreter shutdown, dynamo's weakref
     # callbacks print an ignored KeyError (torch 2.13).
     torch._dynamo.reset()

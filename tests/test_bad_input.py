@@ -79,10 +79,12 @@ def uses_print(x):
 
 
 @ppy.opt(3)
-def uses_while(x):
-    while x.sum() > 100:
-        x = x / 2
-    return x
+def uses_match(x):
+    match x.dim():
+        case 1:
+            return x / 2
+        case _:
+            return x
 
 
 @ppy.opt(3)
@@ -109,8 +111,8 @@ def uses_lambda(x):
 
 @ppy.opt(3)
 def uses_comprehension(x):
-    parts = [x * k for k in range(3)]
-    return torch.stack(parts)
+    parts = {k: x * k for k in range(3)}
+    return torch.stack([parts[0], parts[1], parts[2]])
 
 
 @ppy.opt(3)
@@ -227,11 +229,11 @@ def test_00_the_refusing_cell_loses_nothing(refused):
 UNSUPPORTED = [
     # (case, function, words the user must see, the construct's line)
     ("02a", "uses_print", ["call statement", "print(", "not supported", "no side effects"], 'print("x has'),
-    ("02b", "uses_while", ["`while`", "not supported", "Loops are not supported"], "while x.sum()"),
+    ("02b", "uses_match", ["`match`", "not supported"], "match x.dim()"),
     ("02c", "uses_try", ["`try`", "not supported", "handle them around the call"], "try:"),
     ("02d", "uses_with", ["`with`", "not supported", "put the `with` around the call"], "with torch.no_grad"),
     ("02e", "uses_lambda", ["`lambda`", "not supported", "inline"], "inc = lambda"),
-    ("02f", "uses_comprehension", ["comprehension", "not supported"], "parts = ["),
+    ("02f", "uses_comprehension", ["dict comprehension", "not supported"], "parts = {"),
     ("02g", "uses_yield", ["generator cannot be a region", "keep a generator as Python"], "def uses_yield"),
     ("02h", "uses_global", ["`global`", "not supported", "return the value instead"], "global LAST_INPUT"),
     ("03a", "uses_numpy", ["`np.tanh`", "torch operators"], "np.tanh"),

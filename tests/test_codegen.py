@@ -191,3 +191,22 @@ def test_each_python_line_maps_to_the_cpp_it_became():
     calls = [s for s in by_line[7] if "::call(" in s]
     assert len(calls) == 2 and "::relu::" in calls[0] and "::mul_" in calls[1]  # in eager's order
     assert not any(s.startswith(("}", "catch", "ppy_line")) for lines in by_line.values() for s in lines)
+
+
+def test_a_loop_line_maps_to_its_calls_not_to_interrupt_polls():
+    code = generate(
+        """
+        import torch, ppy
+
+        @ppy.opt(3)
+        def steps(x, n: int):
+            for _ in range(n):
+                x = torch.tanh(x) + 1.0
+            return x
+        """
+    )
+    (spec,) = code.regions
+    assert "ppy::poll(" in spec.cpp  # the loop polls for interrupts once per iteration
+    by_line = backend.cpp_by_line(spec.cpp)
+    assert any("::tanh::call(" in s for s in by_line[7]) and any("::add_" in s for s in by_line[7])
+    assert not any("ppy::poll(" in s for lines in by_line.values() for s in lines)

@@ -84,8 +84,8 @@ def _compile_one(src: str) -> CompileError:
     "body, where, words",
     [
         ("    print(x)\n    return x", "at 3:5", "print(x)"),
-        ("    while x:\n        pass\n    return x", "at 3:5", "`while`"),
-        ("    y = [a for a in x]\n    return y", "at 3:9", "list comprehension"),
+        ("    try:\n        pass\n    finally:\n        pass\n    return x", "at 3:5", "`try`"),
+        ("    y = {a for a in x}\n    return y", "at 3:9", "set comprehension"),
         ("    return x.frobnicate()", "at 3:12", "frobnicate"),
         ("    return torch.matmul(x, 2)", "at 3:12", "matches no ATen overload"),
         ("    return unknown_thing(x)", "at 3:12", "unknown_thing"),

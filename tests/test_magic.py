@@ -140,11 +140,11 @@ def test_config_magic_sets_an_option_for_every_cell(ip):
     try:
         ip.run_line_magic("config", "PpyMagics.strict = True")
         assert magics(ip).strict is True
-        result, shown = run(
-            ip, "%%ppy\nimport ppy\n@ppy.opt(2)\ndef s(x):\n    while True:\n        pass\n    return x\n"
-        )
+        cell = "%%ppy\nimport ppy\n@ppy.opt(2)\ndef s(x):\n    try:\n        pass\n    finally:\n"
+        cell += "        pass\n    return x\n"
+        result, shown = run(ip, cell)
         assert isinstance(result.error_in_exec, ppy_magic.CompileError)
-        assert "'s' cannot be compiled: at 5:5: `while` is not supported in a region" in shown
+        assert "'s' cannot be compiled: at 5:5: `try` is not supported in a region" in shown
     finally:
         ip.run_line_magic("config", "PpyMagics.strict = False")
     assert magics(ip).strict is False

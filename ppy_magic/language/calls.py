@@ -19,6 +19,8 @@ import torch
 from ..errors import CompileError
 from . import adapters, ir, nn_modules, ops
 from .ir import Kind
+from .lists import CONSUMERS, ListMethod
+from .loops import StaticIteration
 from .namespace import Globals, collect_globals
 from .values import (
     MATH_FUNCTIONS,
@@ -37,14 +39,27 @@ from .values import (
     is_literal,
     kinds_of,
     rebuild,
+    runtime_structure,
     structure_of,
 )
+
+_KIND_OF = {float: Kind.FLOAT, int: Kind.INT, bool: Kind.BOOL}
+
+
+def _consumes(node: ast.Call, fn: Any) -> bool:
+    """Whether a call of sum/any/all/min/max/list/tuple iterates its argument (rather than, say, min(a, b)
+    of two numbers, which builtin_call keeps to its fast path)."""
+    if fn in (min, max) and len(node.args) > 1:
+        return False
+    return bool(node.args)
 
 
 class CallCompiler:
     # calls
     def visit_Call(self, node: ast.Call) -> Any:
         func = self.value(node.func)
+        if isinstance(func, Static) and func.value in CONSUMERS and _consumes(node, func.value):
+            return self.consume(node, func.value)  # arguments evaluated as the builtin's loop needs them
         args = self.call_args(node.args)
         kwargs = {}
         for kw in node.keywords:
@@ -53,6 +68,8 @@ class CallCompiler:
             kwargs[kw.arg] = self.value(kw.value)
         if isinstance(func, TensorMethod):
             return self.method_call(node, func, args, kwargs)
+        if isinstance(func, ListMethod):
+            return self.list_method_call(node, func, args, kwargs)
         if isinstance(func, Static):
             return self.static_call(node, func.value, args, kwargs)
         if isinstance(func, ModuleValue):  # module(x): its forward, where nn.Module.__call__ would run it
@@ -72,7 +89,7 @@ class CallCompiler:
                 values.append((True, self.value(e.value)))
             else:
                 values.append((False, self.value(e)))
-        if not any(starred and getattr(v, "kind", None) == Kind.INTS for starred, v in values):
+        if not any(starred and getattr(v, "kind", None) in (Kind.INTS, Kind.INT_LIST) for starred, v in values):
             out: list[Any] = []
             for (starred, v), e in zip(values, elts, strict=True):
                 if starred and not isinstance(v, ir.Tup):
@@ -97,6 +114,8 @@ class CallCompiler:
             return self.intrinsic("tensor_dim", Kind.INT, t)
         if name == "numel" and not args and not kwargs:
             return self.intrinsic("tensor_numel", Kind.INT, t)
+        if name == "item" and not args and not kwargs:  # a Python number whose type the dtype decides
+            return self.call_op(node, ops.OpSpec("item"), [t], {}, method=True, display="Tensor.item")
         adapter = adapters.METHODS.get(name)
         if adapter is not None:
             return self.call_adapter(node, adapter, [t] + args, kwargs)
@@ -117,6 +136,8 @@ class CallCompiler:
             return self.math_call(node, fn, args, kwargs)
         if fn in (len, int, float, bool, abs, min, max, isinstance):
             return self.builtin_call(node, fn, args, kwargs)
+        if fn in CONSUMERS:
+            raise self.error(node, f"{fn.__name__}() with these arguments is not supported in a region")
         name = adapters.lookup(fn)
         if name is not None:
             return self.call_adapter(node, name, args, kwargs)
@@ -158,20 +179,18 @@ class CallCompiler:
                 torch.Tensor: (Kind.TENSOR,),
                 str: (Kind.STR,),
                 tuple: (),
-                list: (),
+                list: ir.LIST_KINDS,
             }
             if want in kinds:
                 v = args[0]
                 if isinstance(v, ir.Tup):
-                    return ir.Const(want in (tuple, list), Kind.BOOL)
+                    return ir.Const(want is (list if v.is_list else tuple), Kind.BOOL)
                 return ir.Const(getattr(v, "kind", None) in kinds[want], Kind.BOOL)
         if len(args) == 1 and isinstance(args[0], ModuleValue) and fn is len:
             return self.module_len(node, args[0])
         if len(args) == 1:
             v = args[0]
             kind = getattr(v, "kind", None)
-            if fn is float and kind == Kind.TENSOR:  # Tensor.__float__
-                return self.intrinsic("tensor_to_float", Kind.FLOAT, v)
             if isinstance(v, ir.Const) and fn is not len:
                 return self.fold(node, fn, v)
             if fn is len:
@@ -179,15 +198,24 @@ class CallCompiler:
                     return ir.Const(len(v.items), Kind.INT)
                 if kind == Kind.TENSOR:
                     return self.intrinsic("tensor_len", Kind.INT, v)
-                if kind in (Kind.INTS, Kind.TENSORS):
+                if kind in ir.SEQUENCE_KINDS:
                     return self.intrinsic("seq_len", Kind.INT, v)
+            if kind == Kind.TENSOR and fn in (float, int, bool):  # Tensor.__float__/__int__/__bool__
+                if fn is bool:
+                    return self.truth_of(node, v)
+                return self.intrinsic("tensor_to_float" if fn is float else "tensor_to_int", _KIND_OF[fn], v)
+            if kind == Kind.NUMBER and fn in (float, int, bool, abs):
+                if fn is bool:
+                    return self.truth_of(node, v)
+                names = {float: "number_to_float", int: "number_to_int", abs: "number_abs"}
+                return self.intrinsic(names[fn], Kind.NUMBER if fn is abs else _KIND_OF[fn], v)
             if fn is float and kind in (Kind.INT, Kind.BOOL, Kind.FLOAT):
                 return self.as_float(v)
             if fn is int and kind in (Kind.INT, Kind.BOOL):
                 return self.as_int(v)
             if fn is int and kind == Kind.FLOAT:
                 return self.intrinsic("float_to_int", Kind.INT, v)
-            if fn is bool and kind in ir.SCALAR_KINDS + (Kind.INTS,):
+            if fn is bool and kind in (*ir.SCALAR_KINDS, *ir.SEQUENCE_KINDS):
                 return self.truth_of(node, v)
             if fn is abs and kind == Kind.FLOAT:
                 return self.intrinsic("math.fabs", Kind.FLOAT, v)
@@ -202,6 +230,7 @@ class CallCompiler:
                 for a in args[1:]:  # Python keeps the first of equal values
                     out = self.intrinsic(fn.__name__, out.kind, out, a)
                 return out
+            return self.extreme(node, fn, (node, StaticIteration(tuple(args)), []))
         raise self.error(node, f"{fn.__name__}() with these arguments is not supported in a region")
 
     def call_op(
@@ -319,27 +348,34 @@ class CallCompiler:
         adapter: bool,
         who: str,
     ) -> tuple[str, Any, tuple[Kind, ...]]:
-        sub = type(self)(fdef, g, filename, lines, self.ctx, region_name=self.region_name, adapter=adapter, helper=True)
-        params: list[ir.Var] = []
-        for n in names:
-            sub.locals[n] = sub.rename_params(bound[n], n, params)
-        self.ctx.stack.append(fdef)
-        try:
-            sub.compile_body(fdef.body)
-        except Unsupported:
-            raise
-        except CompileError as err:
-            if adapter:
-                raise self.error(node, err.message, err.hint) from None
-            raise
-        finally:
-            self.ctx.stack.pop()
-        if not sub.terminated:
-            sub.emit(ir.Return((), ir.HELPER_RETURN, sub.line()))
-            sub.returns.append((ir.HELPER_RETURN, structure_of(ir.Const(None, Kind.NONE))))
-        structures = {s for _, s in sub.returns}
-        if len(structures) != 1:
-            raise self.error(node, f"'{who}' returns different kinds of value on different paths")
+        for runtime_returns in (False, True):
+            sub = type(self)(
+                fdef, g, filename, lines, self.ctx, region_name=self.region_name, adapter=adapter, helper=True
+            )
+            sub.runtime_returns = runtime_returns
+            params: list[ir.Var] = []
+            for n in names:
+                sub.locals[n] = sub.rename_params(bound[n], n, params)
+            self.ctx.stack.append(fdef)
+            try:
+                sub.compile_body(fdef.body)
+            except Unsupported:
+                raise
+            except CompileError as err:
+                if adapter:
+                    raise self.error(node, err.message, err.hint) from None
+                raise
+            finally:
+                self.ctx.stack.pop()
+            if not sub.terminated:
+                sub.emit(ir.Return((), ir.HELPER_RETURN, sub.line()))
+                sub.returns.append((ir.HELPER_RETURN, structure_of(ir.Const(None, Kind.NONE))))
+            structures = {s for _, s in sub.returns}
+            if len(structures) == 1:
+                break
+            # `return -1, x[0]` on one path, `return i, row` on another: the constants as values, once more
+            if runtime_returns or len({runtime_structure(s) for s in structures}) != 1:
+                raise self.error(node, f"'{who}' returns different kinds of value on different paths")
         structure = structures.pop()
         kinds = kinds_of(structure)
         symbol = f"ppy_fn_{len(self.ctx.helpers)}_{who.replace('.', '_').strip('_')}"
@@ -354,7 +390,8 @@ class CallCompiler:
     def rename_params(self, value: Any, name: str, params: list[ir.Var]) -> Any:
         """A helper's view of an argument: runtime atoms become its parameters, the rest stays static."""
         if isinstance(value, ir.Tup):
-            return ir.Tup(tuple(self.rename_params(v, name, params) for v in value.items), value.structseq)
+            items = tuple(self.rename_params(v, name, params) for v in value.items)
+            return ir.Tup(items, value.structseq, value.is_list, value.origin)
         if isinstance(value, ModuleValue):
             return ModuleValue(self.rename_params(value.atom, name, params), value.mtype, name)
         if isinstance(value, OptionalScalar):

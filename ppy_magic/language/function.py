@@ -31,6 +31,8 @@ from .calls import CallCompiler
 from .expressions import ExpressionCompiler
 from .indexing import IndexCompiler
 from .ir import Kind
+from .lists import ListCompiler, RuntimeListNeeded
+from .loops import LoopCompiler, LoopFrame, _Widen
 from .modules import LayoutBuilder, ModuleCompiler, freeze_plan
 from .namespace import Globals, function_key, static_value
 from .statements import StatementCompiler
@@ -82,6 +84,7 @@ class Context:
     layout_index: dict[Any, LayoutBuilder] = field(default_factory=dict)
     root: Any = None  # the region's own definition (recursion)
     filename: str = ""  # the region's source file
+    list_kinds: dict[Any, Kind] = field(default_factory=dict)  # list displays that must be run-time lists
 
 
 @dataclass
@@ -94,7 +97,14 @@ class Block:
 
 
 class FunctionCompiler(
-    StatementCompiler, ExpressionCompiler, IndexCompiler, CallCompiler, ModuleCompiler, ast.NodeVisitor
+    StatementCompiler,
+    LoopCompiler,
+    ListCompiler,
+    ExpressionCompiler,
+    IndexCompiler,
+    CallCompiler,
+    ModuleCompiler,
+    ast.NodeVisitor,
 ):
     """Turns one FunctionDef into statements; raises CompileError otherwise."""
 
@@ -124,6 +134,10 @@ class FunctionCompiler(
         self.returns: list[tuple[str, Any]] = []  # (spec, structure) of each return
         self.terminated = False
         self._stmt: ast.stmt | None = None
+        self.loops: list[LoopFrame] = []  # the loops around the statement being compiled
+        self.runtime_returns = False  # a helper whose paths return a constant and a value of one kind
+        # variables holding a list parameter or a slice of one: a list or a tuple, as the caller passed it
+        self.param_vars: set[str] = set()
 
     @property
     def classes(self) -> Any:
@@ -140,7 +154,7 @@ class FunctionCompiler(
     def visit(self, node: ast.AST) -> Any:
         try:
             return super().visit(node)
-        except (CompileError, Unsupported):
+        except (CompileError, Unsupported, RuntimeListNeeded, _Widen):
             raise
         except ops.ResolveError as exc:
             raise self.error(node, str(exc)) from None
@@ -282,10 +296,39 @@ def translate(
 ) -> ir.Function:
     """The IR of a function the front door accepted (plain positional parameters, no decorators
     but @ppy.opt, not async, no generator); CompileError if its body is outside the language.
-    A method (`owner` is its class) reads its first parameter's attributes through the plan."""
+    A method (`owner` is its class) reads its first parameter's attributes through the plan.
+
+    A list the body changes is learnt while compiling (``RuntimeListNeeded``): the function is
+    compiled again with that list made a run-time list from the start."""
+    list_kinds: dict[Any, Kind] = {}
+    while True:
+        try:
+            return _translate(fn, g, filename, source_lines, level, owner, list_kinds)
+        except RuntimeListNeeded as need:
+            if need.key in list_kinds or len(list_kinds) > 256:
+                raise located_error(
+                    need.node,
+                    "this list holds items of different kinds",
+                    "A region keeps a changing list of tensors, of ints or of floats.",
+                    filename=filename,
+                    lines=source_lines,
+                    function=fn.name,
+                ) from None
+            list_kinds[need.key] = need.kind
+
+
+def _translate(
+    fn: ast.FunctionDef,
+    g: Globals,
+    filename: str,
+    source_lines: list[str],
+    level: int,
+    owner: ast.ClassDef | None,
+    list_kinds: dict,
+) -> ir.Function:
     from .classes import ClassRef, ModType
 
-    ctx = Context(classes=classes_of(g, filename, source_lines), root=fn, filename=filename)
+    ctx = Context(classes=classes_of(g, filename, source_lines), root=fn, filename=filename, list_kinds=list_kinds)
     comp = FunctionCompiler(fn, g, filename, source_lines, ctx, region_name=fn.name)
     a = fn.args
     params = []
@@ -321,6 +364,8 @@ def translate(
                 )
         var = comp.new_var(arg.arg, kind)
         comp.locals[arg.arg] = var
+        if kind == Kind.TENSORS:
+            comp.param_vars.add(var.name)
         params.append(ir.Param(var.name, kind, value, has_default))
     try:
         comp.compile_body(fn.body)
@@ -328,7 +373,7 @@ def translate(
         raise comp.error(fn, str(exc)) from None
     if not comp.terminated:
         raise comp.error(fn, "a region must end with `return`", "Return the result tensor(s).")
-    specs = {s for s, _ in comp.returns}
+    specs = {s for s, _ in comp.returns} or {ir.RETURN_CODES[Kind.NONE]}  # no return: it never returns
     if len(specs) != 1:
         raise comp.error(
             fn,

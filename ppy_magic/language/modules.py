@@ -25,6 +25,7 @@ from torch import nn
 from . import ir
 from .classes import NONE, ClassRef, ModType, ParamObject, Scalar, Union, Unknown
 from .ir import Kind
+from .loops import RangeIteration, stored_names
 from .namespace import function_key
 from .values import BoundMethod, ModuleValue, OptionalScalar, PendingObject, Unbound, UnionValue
 
@@ -364,13 +365,16 @@ class ModuleCompiler:
             return
         modules, elem = found
         n = self.intrinsic("modules_len", Kind.INT, modules)
-        index = self.new_var("i", Kind.INT)
-        # The loop variable is a module the body reads from the list at the loop's index.
-        item = self.new_var(name, Kind.MODULE)
-        first = ir.Assign((item,), ir.Intrinsic("modules_at", (modules, index)), self.line())
-        self.locals[name] = ModuleValue(item, elem, f"{mv.path}[...]")
-        body, _fresh = self.loop_body(node, node.body, {})
-        self.emit(ir.For(index, ir.Const(0, Kind.INT), n, ir.Const(1, Kind.INT), (first, *body), self.line()))
+
+        def bind(index: ir.Atom) -> None:
+            # The loop variable is a module the body reads from the list at the loop's index.
+            item = self.new_var(name, Kind.MODULE)
+            self.emit(ir.Assign((item,), ir.Intrinsic("modules_at", (modules, index)), self.line()))
+            self.locals[name] = ModuleValue(item, elem, f"{mv.path}[...]")
+
+        iteration = RangeIteration(ir.Const(0, Kind.INT), n, ir.Const(1, Kind.INT))
+        assigned = stored_names(node.body) - {name}
+        self.run_loop(node, iteration, bind, None, node.body, assigned, [])
         self.locals[name] = Unbound(name, "the loop variable is undefined after a loop that may run zero times")
 
     # -- narrowing on attributes -------------------------------------------------------------------------

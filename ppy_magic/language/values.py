@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,7 +129,15 @@ RAISABLE_ERRORS = {
     "IndexError",
     "TypeError",
     "RuntimeError",
+    "UnboundLocalError",
 }
+
+
+def unbound_message(name: str) -> str:
+    """Python's message for reading a local that is not bound (this interpreter's wording)."""
+    if sys.version_info >= (3, 11):
+        return f"cannot access local variable '{name}' where it is not associated with a value"
+    return f"local variable '{name}' referenced before assignment"
 
 
 def kind_of_constant(v: Any) -> Kind | None:
@@ -174,6 +183,15 @@ UNBOUND = object()
 class Unbound:
     name: str
     why: str = "it is not bound on every path to here"
+
+
+@dataclass(frozen=True)
+class MaybeBound:
+    """A name a loop binds, after the loop: its last value, if any iteration bound it (`flag`)."""
+
+    name: str
+    var: ir.Var
+    flag: ir.Var
 
 
 @dataclass(frozen=True)
@@ -267,7 +285,7 @@ def structure_of(value: Any) -> Any:
     if isinstance(value, UnionValue):
         return ("union", structure_of(value.tag), value.options)
     if isinstance(value, ir.Tup):
-        return ("tuple", tuple(structure_of(v) for v in value.items), value.structseq)
+        return ("tuple", tuple(structure_of(v) for v in value.items), value.structseq, value.is_list)
     if isinstance(value, ir.Var):
         return ("var", value.kind)
     if isinstance(value, ir.Const):
@@ -275,6 +293,16 @@ def structure_of(value: Any) -> Any:
     if isinstance(value, Static):
         return ("static", id(value.value))
     return ("other", repr(value))
+
+
+def runtime_structure(structure: Any) -> Any:
+    """A structure with its constants of a run-time kind (ints, floats, ...) as values known at run time."""
+    tag = structure[0]
+    if tag == "tuple":
+        return ("tuple", tuple(runtime_structure(s) for s in structure[1]), *structure[2:])
+    if tag == "const" and structure[1] not in (Kind.NONE, Kind.ENUM, Kind.DTYPE, Kind.STR):
+        return ("var", structure[1])
+    return structure
 
 
 def atoms_of(value: Any) -> list:
@@ -313,7 +341,7 @@ def rebuild(structure: Any, runtime: Any) -> Any:
     if tag == "union":
         return UnionValue(rebuild(structure[1], runtime), next(runtime), structure[2], "the module")
     if tag == "tuple":
-        return ir.Tup(tuple(rebuild(s, runtime) for s in structure[1]), structure[2])
+        return ir.Tup(tuple(rebuild(s, runtime) for s in structure[1]), structure[2], structure[3])
     if tag == "var":
         return next(runtime)
     if tag == "const":
@@ -329,13 +357,11 @@ PLAIN_FUNCTION_HINT = "Decorate it with @ppy.opt so the region can call it, or k
 
 HINTS = {
     "Expr": "A region has no side effects: assign the value, or call an in-place method like x.add_(y).",
-    "While": "`while` loops are not supported in a region; loop over range(n), or keep this function Python.",
-    "For": "Loop over range(n) with int bounds, or keep this function Python.",
     "Try": "Exceptions cannot be caught inside a region; handle them around the call.",
     "With": "Context managers are not supported in a region; put the `with` around the call.",
     "Lambda": "Define the computation inline instead of as a lambda.",
-    "ListComp": "Comprehensions are not supported in a region; write the items out or keep this function Python.",
-    "GeneratorExp": "Comprehensions are not supported in a region.",
+    "SetComp": "Sets are not supported in a region; use a list.",
+    "DictComp": "Dicts are not supported in a region.",
     "Yield": "Generators cannot be regions.",
     "Global": "A region cannot rebind globals; return the value instead.",
     "Nonlocal": "A region cannot rebind outer variables; return the value instead.",

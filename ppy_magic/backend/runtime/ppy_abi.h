@@ -10,7 +10,7 @@
 
 namespace ppy {
 
-constexpr int kAbiVersion = 3;
+constexpr int kAbiVersion = 4;
 
 // One call argument, filled by the runtime from the Python argument according
 // to the parameter's kind letter (see region.py: ARG_KINDS). A module ('M') is an
@@ -30,14 +30,19 @@ struct Arg {
 
 // Python exceptions a region raises itself (where Python, not ATen, would
 // raise: assert, unpacking, int division by zero, ...).
+// Pending: a Python exception is already set in the calling thread (a signal handler raised
+// KeyboardInterrupt while the region polled for signals).
 enum class PyError : int {
   None = 0, AssertionError, ValueError, ZeroDivisionError, OverflowError, IndexError, TypeError,
-  RuntimeError,
+  RuntimeError, Pending, UnboundLocalError,
 };
 
 // Results in the order the return spec names them: tensors in `t`, floats in
-// `f`, ints and bools in `i`. `line` is the Python line that raised, if any;
-// `error` and `message` a Python exception the region raised by returning.
+// `f`, ints and bools in `i` (a list's or a run-time tuple's length first; a
+// number's type tag first: 0 int, 1 float, 2 bool, 3 complex). `line` is the
+// Python line that raised, if any; `error` and `message` a Python exception
+// the region raised by returning. `gil_released` is set by the runtime before
+// the call: the region then takes the GIL itself to look for signals.
 struct Out {
   c10::SmallVector<at::Tensor, 4> t;
   c10::SmallVector<double, 2> f;
@@ -45,6 +50,7 @@ struct Out {
   int line = 0;
   PyError error = PyError::None;
   std::string message;
+  bool gil_released = false;
 };
 
 using Entry = void (*)(const Arg* args, Out* out);

@@ -83,10 +83,10 @@ PyObject* torch_size_type() {  // torch.Size (its C constructor is not exported)
 }
 
 PyObject* build_items(RegionFunction* self, const char*& spec, OutCursor& cur) {
-  // spec points just after '('; reads items up to the matching ')'.
+  // spec points just after '(' or '['; reads items up to the matching ')' or ']'.
   PyObject* items = PyList_New(0);
   if (!items) return nullptr;
-  while (*spec && *spec != ')') {
+  while (*spec && *spec != ')' && *spec != ']') {
     PyObject* item = build_result(self, spec, cur);
     if (!item || PyList_Append(items, item) < 0) {
       Py_XDECREF(item);
@@ -95,7 +95,7 @@ PyObject* build_items(RegionFunction* self, const char*& spec, OutCursor& cur) {
     }
     Py_DECREF(item);
   }
-  if (*spec == ')') ++spec;
+  if (*spec == ')' || *spec == ']') ++spec;
   return items;
 }
 
@@ -117,6 +117,32 @@ PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur) 
       if (!t.defined()) Py_RETURN_NONE;
       return THPVariable_Wrap(std::move(t));
     }
+    case 'n': {  // a number whose type the region decided at run time: a tag, then the value
+      const int64_t tag = cur.out.i[cur.i++];
+      if (tag == 0) return PyLong_FromLongLong(cur.out.i[cur.i++]);
+      if (tag == 1) return PyFloat_FromDouble(cur.out.f[cur.f++]);
+      if (tag == 2) return PyBool_FromLong(static_cast<long>(cur.out.i[cur.i++]));
+      const double re = cur.out.f[cur.f++];
+      const double im = cur.out.f[cur.f++];
+      return PyComplex_FromDoubles(re, im);
+    }
+    case 'l':    // a list of tensors, ints or floats: the length, then the items
+    case 'j':
+    case 'g': {
+      const int64_t n = cur.out.i[cur.i++];
+      PyObject* list = PyList_New(n);
+      if (!list) return nullptr;
+      for (int64_t k = 0; k < n; ++k) {
+        PyObject* v = c == 'l'   ? THPVariable_Wrap(std::move(cur.out.t[cur.t++]))
+                      : c == 'j' ? PyLong_FromLongLong(cur.out.i[cur.i++])
+                                 : PyFloat_FromDouble(cur.out.f[cur.f++]);
+        if (!v) { Py_DECREF(list); return nullptr; }
+        PyList_SET_ITEM(list, k, v);
+      }
+      return list;
+    }
+    case '[':  // a list of a length known when the region was compiled
+      return build_items(self, spec, cur);
     case 'V': {  // a tuple of as many tensors as the next int says
       const int64_t n = cur.out.i[cur.i++];
       PyObject* tup = PyTuple_New(n);
@@ -214,6 +240,7 @@ PyObject* python_error_type(ppy::PyError e) {
     case ppy::PyError::IndexError: return PyExc_IndexError;
     case ppy::PyError::TypeError: return PyExc_TypeError;
     case ppy::PyError::RuntimeError: return PyExc_RuntimeError;
+    case ppy::PyError::UnboundLocalError: return PyExc_UnboundLocalError;
     default: return PyExc_SystemError;
   }
 }
@@ -385,31 +412,43 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   self->calls++;
   ppy::Out out;
   bool failed = false;
-  if (work < kReleaseGilElements) {
-    // Small inputs: releasing and re-taking the GIL would cost more than the
-    // ops themselves (measured: ~0.2 us of a 2.6 us call).
-    try {
-      self->entry(cargs.data(), &out);
-    } catch (...) {
-      failed = true;
-      torch::translate_exception_to_python(std::current_exception());
+  out.gil_released = work >= kReleaseGilElements;  // the region then takes the GIL to poll for signals
+  try {
+    // ATen's warnings (TORCH_WARN) become Python warnings when the call ends, as in eager's bindings.
+    torch::PyWarningHandler warnings;
+    if (!out.gil_released) {
+      // Small inputs: releasing and re-taking the GIL would cost more than the
+      // ops themselves (measured: ~0.2 us of a 2.6 us call).
+      try {
+        self->entry(cargs.data(), &out);
+      } catch (...) {
+        failed = true;
+        torch::translate_exception_to_python(std::current_exception());
+      }
+    } else {
+      // Large inputs: let other Python threads run meanwhile, as eager does per op.
+      Py_BEGIN_ALLOW_THREADS
+      try {
+        self->entry(cargs.data(), &out);
+      } catch (...) {
+        failed = true;
+        PyGILState_STATE st = PyGILState_Ensure();  // translation needs the GIL
+        torch::translate_exception_to_python(std::current_exception());
+        PyGILState_Release(st);
+      }
+      Py_END_ALLOW_THREADS
     }
-  } else {
-    // Large inputs: let other Python threads run meanwhile, as eager does per op.
-    Py_BEGIN_ALLOW_THREADS
-    try {
-      self->entry(cargs.data(), &out);
-    } catch (...) {
+    if (!failed && out.error == ppy::PyError::Pending) {
+      failed = true;  // a signal handler raised while the region polled (KeyboardInterrupt): already set
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "ppy: a region stopped for a Python error it lost");
+    } else if (!failed && out.error != ppy::PyError::None) {
       failed = true;
-      PyGILState_STATE st = PyGILState_Ensure();  // translation needs the GIL
-      torch::translate_exception_to_python(std::current_exception());
-      PyGILState_Release(st);
+      PyErr_SetString(python_error_type(out.error), out.message.c_str());
     }
-    Py_END_ALLOW_THREADS
-  }
-  if (!failed && out.error != ppy::PyError::None) {
+    if (failed) warnings.set_in_exception();
+  } catch (python_error& e) {  // a warning that the warning filters turned into an error
+    e.restore();
     failed = true;
-    PyErr_SetString(python_error_type(out.error), out.message.c_str());
   }
   if (failed) {
     add_line_note(self, out.line);
@@ -483,7 +522,7 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   }
   // The return spec indexes result_types ('R<k>'): check it here, not on every call.
   for (const char* c = ret; *c; ++c) {
-    if (std::strchr("Tfib()NVSO", *c) == nullptr && *c != 'R') {
+    if (std::strchr("Tfib()NVSOnljg[]", *c) == nullptr && *c != 'R') {
       PyErr_Format(PyExc_ValueError, "bad return spec '%s'", ret);
       return nullptr;
     }
