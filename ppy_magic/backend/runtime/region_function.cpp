@@ -207,6 +207,8 @@ PyObject* python_error_type(ppy::PyError e) {
   }
 }
 
+bool call_entry(RegionFunction* self, ppy::Arg* args, ppy::Out& out, int64_t work);
+
 PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf,
                             PyObject* kwnames) {
   auto* self = reinterpret_cast<RegionFunction*>(callable);
@@ -329,27 +331,15 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   self->calls++;
   ppy::Out out;
   bool failed = false;
-  if (work < kReleaseGilElements) {
-    // Small inputs: releasing and re-taking the GIL would cost more than the
-    // ops themselves (measured: ~0.2 us of a 2.6 us call).
-    try {
-      self->entry(cargs.data(), &out);
-    } catch (...) {
-      failed = true;
-      torch::translate_exception_to_python(std::current_exception());
-    }
-  } else {
-    // Large inputs: let other Python threads run meanwhile, as eager does per op.
-    Py_BEGIN_ALLOW_THREADS
-    try {
-      self->entry(cargs.data(), &out);
-    } catch (...) {
-      failed = true;
-      PyGILState_STATE st = PyGILState_Ensure();  // translation needs the GIL
-      torch::translate_exception_to_python(std::current_exception());
-      PyGILState_Release(st);
-    }
-    Py_END_ALLOW_THREADS
+  // Warnings the ops raise in C++ (TORCH_WARN) become Python warnings when the call ends, as
+  // eager's bindings do; a warning turned into an error by the filters raises it.
+  try {
+    torch::PyWarningHandler warnings;
+    failed = call_entry(self, cargs.data(), out, work);
+    if (failed) warnings.set_in_exception();
+  } catch (python_error& e) {
+    e.restore();
+    return nullptr;
   }
   if (!failed && out.error != ppy::PyError::None) {
     failed = true;
@@ -362,6 +352,34 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   OutCursor cur{out};
   const char* spec = self->ret->c_str();
   return build_result(self, spec, cur);
+}
+
+// One call of the region's entry; true when it raised (the Python error is set).
+bool call_entry(RegionFunction* self, ppy::Arg* args, ppy::Out& out, int64_t work) {
+  bool failed = false;
+  if (work < kReleaseGilElements) {
+    // Small inputs: releasing and re-taking the GIL would cost more than the
+    // ops themselves (measured: ~0.2 us of a 2.6 us call).
+    try {
+      self->entry(args, &out);
+    } catch (...) {
+      failed = true;
+      torch::translate_exception_to_python(std::current_exception());
+    }
+  } else {
+    // Large inputs: let other Python threads run meanwhile, as eager does per op.
+    Py_BEGIN_ALLOW_THREADS
+    try {
+      self->entry(args, &out);
+    } catch (...) {
+      failed = true;
+      PyGILState_STATE st = PyGILState_Ensure();  // translation needs the GIL
+      torch::translate_exception_to_python(std::current_exception());
+      PyGILState_Release(st);
+    }
+    Py_END_ALLOW_THREADS
+  }
+  return failed;
 }
 
 // ---- the type ------------------------------------------------------------------
