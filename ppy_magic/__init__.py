@@ -10,6 +10,7 @@ from __future__ import annotations
 from .artifact import PpyArtifactWarning
 from .backend.cache import toolchain_ready
 from .errors import BuildError, CompileError, PpyError
+from .language.coverage import functional_coverage
 from .language.ops import supported_ops
 from .region import PpyFallbackWarning, explain
 from .version import __version__
@@ -22,6 +23,7 @@ __all__ = [
     "PpyFallbackWarning",
     "__version__",
     "explain",
+    "functional_coverage",
     "load_ipython_extension",
     "supported_ops",
     "toolchain_ready",

@@ -408,6 +408,7 @@ def test_the_public_names():
             "PpyFallbackWarning",
             "__version__",
             "explain",
+            "functional_coverage",
             "load_ipython_extension",
             "supported_ops",
             "toolchain_ready",

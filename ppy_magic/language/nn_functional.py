@@ -1052,9 +1052,49 @@ def binary_cross_entropy_with_logits(
 
 
 @helper
+def _list_text(seq):
+    # str(list(seq)) of a run-time sequence of ints
+    text = ""
+    for i in range(len(seq)):
+        text = f"{seq[i]}" if i == 0 else f"{text}, {seq[i]}"
+    return f"[{text}]"
+
+
+@helper
 def _broadcast_shapes(a, b):
-    # torch.broadcast_shapes of two sizes (torch._refs._broadcast_shapes): the same result and error
-    return torch.broadcast_shapes(a, b)
+    # torch.broadcast_shapes(a, b) of two sizes, as torch._refs._broadcast_shapes computes it
+    n = max(len(a), len(b))
+    for idx in range(-1, -1 - len(a), -1):
+        if a[idx] != 1 and a[idx] < 0:
+            raise ValueError("Attempting to broadcast a dimension with negative length!")
+    padded = _ones_like_sizes(a, n - len(a)) + a
+    out = a[:0]  # an empty run-time sequence of ints
+    for idx in range(-1, -1 - n, -1):
+        c = padded[idx]
+        if -idx <= len(b):
+            v = b[idx]
+            if v != c:
+                if c == 1:
+                    if v < 0:
+                        raise ValueError("Attempting to broadcast a dimension with negative length!")
+                    c = v
+                elif v != 1:
+                    raise RuntimeError(
+                        f"Attempting to broadcast a dimension of length {v} at {idx}! "
+                        f"Mismatching argument at index 1 had {b}; but expected shape "
+                        f"should be broadcastable to {_list_text(padded[: n + idx + 1] + out)}"
+                    )
+        out = (c,) + out
+    return out
+
+
+@helper
+def _ones_like_sizes(sizes, n):
+    # [1] * n as a run-time sequence of ints
+    out = sizes[:0]
+    for _i in range(n):
+        out = out + (1,)
+    return out
 
 
 @adapts(F.smooth_l1_loss)
