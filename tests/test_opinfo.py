@@ -18,9 +18,9 @@ import differential as diff
 import pytest
 import torch
 
-# Entries that count: 522 measured when this floor was set (the seed core: 18); raise it as coverage
+# Entries that count: 598 measured when this floor was set (the seed core: 18); raise it as coverage
 # grows (the target is 150).
-COUNT_FLOOR = 520
+COUNT_FLOOR = 595
 SAMPLES_PER_ENTRY = int(os.environ.get("PPY_OPINFO_SAMPLES", "8"))
 
 

@@ -11,8 +11,9 @@ then stays Python, with that reason). Each adapter is checked against eager by
 the differential tests.
 
 This module holds the registry and the adapters of ``torch`` and ``Tensor``
-methods; ``nn_functional.py`` restates ``torch.nn.functional`` and
-``torch_functional.py`` the wrappers of ``torch/functional.py``. Adapter
+methods; ``nn_functional.py``, ``nn_pooling.py`` and ``nn_losses.py`` restate
+``torch.nn.functional`` and ``torch_functional.py`` the wrappers of
+``torch/functional.py`` and ``torch/_tensor.py``. Adapter
 functions are registered with ``@adapts(target, ...)``; shared helpers they
 call by name with ``@helper``.
 """
@@ -124,4 +125,6 @@ def namespace() -> dict[str, Any]:
 
 # The other adapter modules register themselves on import.
 from . import nn_functional as _nn_functional  # noqa: E402, F401
+from . import nn_losses as _nn_losses  # noqa: E402, F401
+from . import nn_pooling as _nn_pooling  # noqa: E402, F401
 from . import torch_functional as _torch_functional  # noqa: E402, F401
