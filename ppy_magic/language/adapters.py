@@ -124,6 +124,7 @@ def namespace() -> dict[str, Any]:
 
 
 # The other adapter modules register themselves on import.
+from . import nn_attention as _nn_attention  # noqa: E402, F401
 from . import nn_functional as _nn_functional  # noqa: E402, F401
 from . import nn_losses as _nn_losses  # noqa: E402, F401
 from . import nn_pooling as _nn_pooling  # noqa: E402, F401

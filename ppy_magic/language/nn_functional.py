@@ -32,8 +32,6 @@ _VF = torch._C._VariableFunctions
 
 # Names of F the adapters below cannot restate, and why (shown by ppy_magic.functional_coverage()).
 UNSUPPORTED = {
-    "multi_head_attention_forward": "compares tensors by identity (`query is key`) and merges masks with "
-    "warnings; call scaled_dot_product_attention, or keep the function Python",
     "grouped_mm": "torch._grouped_mm is a CUDA kernel (and keyword-only arguments)",
     "scaled_mm": "takes ScalingType/SwizzleType enums and lists of them; a CUDA kernel",
     "scaled_grouped_mm": "takes ScalingType/SwizzleType enums and lists of them; a CUDA kernel",
