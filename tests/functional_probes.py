@@ -452,6 +452,17 @@ def p_sdpa_gqa(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
 
 @ppy.opt(3)
+def p_multi_head_attention_forward(x, mem, in_w, in_b, out_w, out_b, mask):
+    # what nn.MultiheadAttention calls: self-attention with weights, cross-attention through SDPA
+    self_out, weights = F.multi_head_attention_forward(
+        x, x, x, 8, 2, in_w, in_b, None, None, False, 0.0, out_w, out_b, training=False, attn_mask=mask
+    )
+    cross_out, none = F.multi_head_attention_forward(
+        x, mem, mem, 8, 2, in_w, in_b, None, None, False, 0.0, out_w, out_b, training=False, need_weights=False
+    )
+    return self_out, weights, cross_out
+
+@ppy.opt(3)
 def p_cosine_similarity(a, b):
     return F.cosine_similarity(a, b), F.cosine_similarity(a, b, dim=0, eps=1e-6)
 
@@ -861,6 +872,10 @@ PROBES: dict[str, tuple[str, list]] = {
         [lambda: ((t(2, 2, 5, 4), t(2, 2, 5, 4), t(2, 2, 5, 4), t(5, 5, grad=False) > 0), {})],
     ),
     "p_sdpa_gqa": ("F.scaled_dot_product_attention", [lambda: ((t(1, 4, 5, 4), t(1, 2, 5, 4), t(1, 2, 5, 4)), {})]),
+    "p_multi_head_attention_forward": (
+        "F.multi_head_attention_forward",
+        [lambda: ((t(5, 2, 8), t(6, 2, 8), t(24, 8), t(24), t(8, 8), t(8), t(5, 5, grad=False) > 0), {})],
+    ),
     "p_cosine_similarity": ("F.cosine_similarity", [lambda: ((t(4, 6), t(4, 6)), {})]),
     "p_pairwise_distance": ("F.pairwise_distance", [lambda: ((t(4, 6), t(4, 6)), {})]),
     "p_pdist": ("F.pdist", [_x(5, 3)]),

@@ -13,7 +13,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .adapters import adapts, helper
+from .adapter_registry import adapts, helper
 from .nn_pooling import _seq_text
 
 _nn = torch._C._nn

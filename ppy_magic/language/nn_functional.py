@@ -3,7 +3,7 @@
 Each adapter follows the installed torch's own ``torch/nn/functional.py`` line
 by line (the ``has_torch_function`` checks left out: a region's guard already
 sends tensor subclasses and TorchFunctionModes to the Python body), so that
-the ``at::`` calls, their order and the errors are eager's; the differential
+the ATen calls, their order and the errors are eager's; the differential
 tests (OpInfo, the model suites) compare each with eager, so a change in a new
 torch version shows up there. Functions of ``F`` that are PyTorch's generated
 bindings (``F.conv2d`` is ``torch.conv2d``) need no adapter: the op table maps
@@ -25,7 +25,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .adapters import CUDNN_ENABLED, adapts, helper, unsupported
+from .adapter_registry import CUDNN_ENABLED, adapts, helper, unsupported
 
 _nn = torch._C._nn
 _VF = torch._C._VariableFunctions

@@ -13,7 +13,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .adapters import adapts, helper, unsupported
+from .adapter_registry import adapts, helper, unsupported
 from .nn_functional import _legacy_reduction, _reduction_enum, _reduction_or_legacy, _warn_if_sizes_differ
 
 _nn = torch._C._nn

@@ -12,7 +12,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .adapters import DETERMINISTIC, adapts, helper, unsupported
+from .adapter_registry import DETERMINISTIC, adapts, helper, unsupported
 from .nn_functional import _is_number, _list_with_default, _pair, _single, _triple
 
 _nn = torch._C._nn

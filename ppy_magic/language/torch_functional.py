@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .adapters import OPT_EINSUM, adapts, helper, unsupported
+from .adapter_registry import OPT_EINSUM, adapts, helper, unsupported
 
 _VF = torch._C._VariableFunctions
 
