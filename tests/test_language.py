@@ -341,7 +341,7 @@ def test_what_stays_python_says_where_and_why(cell):
         ("    return x.item()", "at 4:12", "item"),
         ("    return {'a': x}", "at 4:12", "dict"),
         ("    for i in x:\n        pass\n    return x", "at 4:14", "range"),
-        ("    y = F.softmax(x)\n    return y", "at 4:9", "pass dim="),
+        ("    y = torch.einsum(x, [0, 1])\n    return y", "at 4:9", "sublist"),
         ("    return x.frobnicate()", "at 4:12", "frobnicate"),
     ],
 )

@@ -224,6 +224,9 @@ INTRINSICS: dict[str, Template] = {
     "exact_le": "(ppy::exact({0}) <= ppy::exact({1}))",
     "exact_gt": "(ppy::exact({0}) > ppy::exact({1}))",
     "exact_ge": "(ppy::exact({0}) >= ppy::exact({1}))",
+    "or": "({0} || {1})",
+    "seq_contains": "(std::find({0}.begin(), {0}.end(), {1}) != {0}.end())",
+    "same_tensor": "ppy::same_tensor({0}, {1})",
     "str_eq": "(std::string({0}) == std::string({1}))",
     "str_ne": "(std::string({0}) != std::string({1}))",
     "min": "({1} < {0} ? {1} : {0})",
@@ -245,6 +248,9 @@ INTRINSICS: dict[str, Template] = {
     "math.ceil": "ppy::math_ceil({0})",
     # strings
     "str_concat": _str_concat,
+    # warnings
+    "warn": "ppy::warn({0}, false)",
+    "warn_deprecated": "ppy::warn({0}, true)",
     # checks
     "check_range_step": "ppy::check_range_step({0})",
 }
@@ -317,6 +323,8 @@ def _convert(base: str, a: Any, write: bool) -> str:
         if a.kind == Kind.INT:
             arr = _ints([f"static_cast<int64_t>({atom(i)})" for i in a.items])
             return f"c10::fromIntArrayRefSlow({arr})" if "SymInt" in base else arr
+        if a.kind == Kind.FLOAT:
+            return "at::ArrayRef<double>{" + ", ".join(f"static_cast<double>({atom(i)})" for i in a.items) + "}"
         return "at::TensorList{" + ", ".join(atom(i) for i in a.items) + "}"
     if base == "at::Tensor":
         return f"const_cast<at::Tensor&>({atom(a)})" if write else atom(a)

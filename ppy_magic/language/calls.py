@@ -12,6 +12,7 @@ import inspect
 import linecache
 import textwrap
 import types
+import warnings
 from typing import Any
 
 import torch
@@ -103,9 +104,11 @@ class CallCompiler:
         display = ast.unparse(node.func)
         if fn is adapters.unsupported:
             raise Unsupported(self.message(node.args[0]) if node.args else "unsupported")
+        if fn is warnings.warn:
+            return self.warn(node, args, kwargs)
         if fn in MATH_FUNCTIONS:
             return self.math_call(node, fn, args, kwargs)
-        if fn in (len, int, float, bool, abs, min, max, isinstance):
+        if fn in (len, int, float, bool, str, abs, min, max, isinstance):
             return self.builtin_call(node, fn, args, kwargs)
         name = adapters.lookup(fn)
         if name is not None:
@@ -124,6 +127,33 @@ class CallCompiler:
             "Regions call torch operators and other @ppy.opt functions; ppy_magic.supported_ops() lists the operators.",
         )
 
+    # Warning categories a region can raise: c10's, which the runtime turns into Python's when the call ends.
+    _WARNINGS = {UserWarning: "warn", DeprecationWarning: "warn_deprecated"}
+
+    def warn(self, node: ast.Call, args: list, kwargs: dict) -> ir.Const:
+        """warnings.warn(message[, category][, stacklevel]): issued when the region returns, located at its
+        caller (the region has no Python frames of its own)."""
+        params = dict(zip(("message", "category", "stacklevel"), args, strict=False))
+        for k, v in kwargs.items():
+            if k not in ("message", "category", "stacklevel") or k in params:
+                raise self.error(node, f"warnings.warn() with {k}= is not supported in a region")
+            params[k] = v
+        category = params.get("category", ir.Const(None, Kind.NONE))
+        if isinstance(category, ir.Const) and category.kind == Kind.NONE:
+            category = Static(UserWarning)
+        name = self._WARNINGS.get(category.value) if isinstance(category, Static) else None
+        if name is None or "message" not in params:
+            raise self.error(
+                node,
+                "a region can issue warnings.warn(message) of a UserWarning or a DeprecationWarning only",
+                "Warn outside the region, or keep this function Python.",
+            )
+        message = params["message"]
+        if not (getattr(message, "kind", None) == Kind.STR):
+            raise self.error(node, "warnings.warn() in a region takes a str message")
+        self.check(name, message)
+        return ir.Const(None, Kind.NONE)
+
     def math_call(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
         if kwargs or len(args) != 1 or getattr(args[0], "kind", None) not in ir.SCALAR_KINDS:
             raise self.error(node, f"math.{fn.__name__} takes one number in a region")
@@ -134,6 +164,9 @@ class CallCompiler:
     def builtin_call(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
         if kwargs:
             raise self.error(node, f"{fn.__name__}() with keywords is not supported in a region")
+        if fn is isinstance and len(args) == 2 and isinstance(args[1], ir.Tup) and args[1].items:
+            parts = [self.builtin_call(node, fn, [args[0], t], {}) for t in args[1].items]
+            return ir.Const(any(p.value for p in parts), Kind.BOOL)  # each is known when compiled
         if fn is isinstance and len(args) == 2 and isinstance(args[1], Static):
             want = args[1].value
             kinds = {
@@ -150,6 +183,11 @@ class CallCompiler:
                 if isinstance(v, ir.Tup):
                     return ir.Const(want in (tuple, list), Kind.BOOL)
                 return ir.Const(getattr(v, "kind", None) in kinds[want], Kind.BOOL)
+        if fn is str and len(args) == 1:
+            pieces = self.formatted(node, args[0])
+            if all(isinstance(p, ir.Const) for p in pieces):
+                return ir.Const("".join(p.value for p in pieces), Kind.STR)
+            return self.intrinsic("str_concat", Kind.STR, *pieces)
         if len(args) == 1:
             v = args[0]
             kind = getattr(v, "kind", None)
@@ -305,8 +343,10 @@ class CallCompiler:
         self.ctx.stack.append(fdef.name)
         try:
             sub.compile_body(fdef.body)
-        except Unsupported:
-            raise
+        except Unsupported as exc:
+            if self.adapter:
+                raise  # up to the call in user code
+            raise self.error(node, str(exc)) from None
         except CompileError as err:
             if adapter:
                 raise self.error(node, err.message, err.hint) from None
@@ -333,7 +373,9 @@ class CallCompiler:
     def rename_params(self, value: Any, name: str, params: list[ir.Var]) -> Any:
         """A helper's view of an argument: runtime atoms become its parameters, the rest stays static."""
         if isinstance(value, ir.Tup):
-            return ir.Tup(tuple(self.rename_params(v, name, params) for v in value.items), value.structseq)
+            return ir.Tup(
+                tuple(self.rename_params(v, name, params) for v in value.items), value.structseq, value.is_list
+            )
         if isinstance(value, ir.Var):
             var = self.new_var(name, value.kind)
             params.append(var)

@@ -118,22 +118,35 @@ class ExpressionCompiler:
                 or part.format_spec is not None
             ):
                 raise self.error(part, "only plain {value} fields are supported in an f-string in a region")
-            v = self.value(part.value)
-            if isinstance(v, ir.Const) and v.kind != Kind.DTYPE:
-                parts.append(ir.Const(str(v.value), Kind.STR))
-            elif getattr(v, "kind", None) in (Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.STR, Kind.INTS):
-                parts.append(v)
-            else:
-                raise self.error(part, f"formatting {ops.describe(v)} in an f-string is not supported in a region")
+            parts += self.formatted(part, self.value(part.value))
         if all(isinstance(p, ir.Const) for p in parts):
             return ir.Const("".join(p.value for p in parts), Kind.STR)
         return self.intrinsic("str_concat", Kind.STR, *parts)
+
+    def formatted(self, node: ast.AST, v: Any) -> list[Any]:
+        """The pieces of str(v) in an f-string: constants as text, runtime values formatted by the region."""
+        if isinstance(v, ir.Const):
+            return [ir.Const(str(v.value), Kind.STR)]
+        if isinstance(v, ir.Tup) and v.structseq is None:
+            opening, closing = ("[", "]") if v.is_list else ("(", ",)" if len(v.items) == 1 else ")")
+            pieces: list[Any] = [ir.Const(opening, Kind.STR)]
+            for i, item in enumerate(v.items):
+                if i:
+                    pieces.append(ir.Const(", ", Kind.STR))
+                if getattr(item, "kind", None) == Kind.STR:  # repr() inside a container
+                    raise self.error(node, "formatting a tuple of str in an f-string is not supported in a region")
+                pieces += self.formatted(node, item)
+            pieces.append(ir.Const(closing, Kind.STR))
+            return pieces
+        if getattr(v, "kind", None) in (Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.STR, Kind.INTS, Kind.DTYPE, Kind.DEVICE):
+            return [v]
+        raise self.error(node, f"formatting {ops.describe(v)} in an f-string is not supported in a region")
 
     def visit_Tuple(self, node: ast.Tuple) -> ir.Tup:
         return ir.Tup(tuple(self.starred_items(node.elts)))
 
     def visit_List(self, node: ast.List) -> ir.Tup:
-        return ir.Tup(tuple(self.starred_items(node.elts)))
+        return ir.Tup(tuple(self.starred_items(node.elts)), is_list=True)
 
     def starred_items(self, elts: list[ast.expr]) -> list[Any]:
         out = []
@@ -184,6 +197,8 @@ class ExpressionCompiler:
                 )
         if lk in ir.SCALAR_KINDS and rk in ir.SCALAR_KINDS:
             return self.scalar_binop(node, op, lhs, rhs)
+        if lk == rk == Kind.STR and type(op) is ast.Add:
+            return self.intrinsic("str_concat", Kind.STR, lhs, rhs)
         raise self.error(
             node, f"`{symbol}` on {ops.describe(lhs)} and {ops.describe(rhs)} is not supported in a region"
         )
@@ -228,13 +243,13 @@ class ExpressionCompiler:
 
     def sequence_binop(self, node: ast.AST, op: ast.operator, lhs: Any, rhs: Any) -> Any:
         if type(op) is ast.Add and isinstance(lhs, ir.Tup) and isinstance(rhs, ir.Tup):
-            return ir.Tup(lhs.items + rhs.items)
+            return ir.Tup(lhs.items + rhs.items, is_list=lhs.is_list)
         if type(op) is ast.Add and all(
             isinstance(v, ir.Tup) or getattr(v, "kind", None) == Kind.INTS for v in (lhs, rhs)
         ):
             return self.intrinsic("seq_concat", Kind.INTS, self.as_ints(node, lhs), self.as_ints(node, rhs))
         if type(op) is ast.Mult and isinstance(lhs, ir.Tup) and isinstance(rhs, ir.Const) and rhs.kind == Kind.INT:
-            return ir.Tup(lhs.items * rhs.value)
+            return ir.Tup(lhs.items * rhs.value, is_list=lhs.is_list)
         raise self.error(
             node,
             f"`{SYMBOLS.get(type(op), '?')}` on {ops.describe(lhs)} and {ops.describe(rhs)} "
@@ -366,6 +381,15 @@ class ExpressionCompiler:
         t = type(op)
         if t in (ast.Is, ast.IsNot):
             return self.identity(node, t is ast.Is, a, b)
+        if t in (ast.In, ast.NotIn):
+            found = self.contains(node, a, b)
+            if t is ast.In:
+                return found
+            return (
+                ir.Const(not found.value, Kind.BOOL)
+                if isinstance(found, ir.Const)
+                else self.intrinsic("not", Kind.BOOL, found)
+            )
         if isinstance(a, ir.Const) and isinstance(b, ir.Const):
             return self.fold(node, PY_COMPARE[t], a, b)
         ka, kb = getattr(a, "kind", None), getattr(b, "kind", None)
@@ -390,6 +414,28 @@ class ExpressionCompiler:
             return self.intrinsic(cmp, Kind.BOOL, lhs, rhs)
         raise self.error(node, f"comparing {ops.describe(a)} with {ops.describe(b)} is not supported in a region")
 
+    def contains(self, node: ast.AST, item: Any, seq: Any) -> ir.Atom:
+        """`item in seq` for a tuple known when compiled (each item compared with ==, as Python does for
+        numbers, str and dtypes) or a sequence of ints known at run time."""
+        if isinstance(seq, ir.Tup):
+            found: ir.Atom = ir.Const(False, Kind.BOOL)
+            for x in seq.items:
+                if isinstance(x, ir.Tup) or isinstance(item, ir.Tup):
+                    raise self.error(node, "`in` a tuple of tuples is not supported in a region")
+                eq = self.compare(node, ast.Eq(), item, x)
+                if getattr(eq, "kind", None) != Kind.BOOL:
+                    raise self.error(node, f"`in` on {ops.describe(item)} is not supported in a region")
+                if isinstance(found, ir.Const):
+                    found = eq if not found.value else found
+                elif isinstance(eq, ir.Const):
+                    found = found if not eq.value else eq
+                else:
+                    found = self.intrinsic("or", Kind.BOOL, found, eq)
+            return found
+        if getattr(seq, "kind", None) == Kind.INTS and getattr(item, "kind", None) in (Kind.INT, Kind.BOOL):
+            return self.intrinsic("seq_contains", Kind.BOOL, seq, self.as_int(item))
+        raise self.error(node, f"`in` on {ops.describe(item)} and {ops.describe(seq)} is not supported in a region")
+
     def identity(self, node: ast.AST, is_: bool, a: Any, b: Any) -> ir.Atom:
         if isinstance(b, ir.Const) and b.kind == Kind.NONE:
             a, b = b, a
@@ -402,7 +448,16 @@ class ExpressionCompiler:
                 return ir.Const(same == is_, Kind.BOOL)
         if isinstance(a, Static) and isinstance(b, Static):
             return ir.Const((a.value is b.value) == is_, Kind.BOOL)
-        raise self.error(node, "`is` is supported in a region only to compare with None")
+        tensors = (Kind.TENSOR, Kind.OPT_TENSOR)
+        if getattr(a, "kind", None) in tensors and getattr(b, "kind", None) in tensors:
+            if a == b:  # one variable
+                return ir.Const(is_, Kind.BOOL)
+            # One Python object per TensorImpl (PyTorch keeps them paired), so the same object is the same impl.
+            same = self.intrinsic("same_tensor", Kind.BOOL, a, b)
+            return same if is_ else self.intrinsic("not", Kind.BOOL, same)
+        if isinstance(a, ir.Const) and isinstance(b, ir.Const) and a.kind == b.kind == Kind.DTYPE:
+            return ir.Const((a.value is b.value) == is_, Kind.BOOL)
+        raise self.error(node, "`is` is supported in a region to compare with None, tensors with tensors")
 
     def visit_IfExp(self, node: ast.IfExp) -> Any:
         test = self.truth(node.test)

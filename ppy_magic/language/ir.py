@@ -141,6 +141,9 @@ INTRINSICS: dict[str, str] = {
     "exact_le": "a <= b, as exact_eq",
     "exact_gt": "a > b, as exact_eq",
     "exact_ge": "a >= b, as exact_eq",
+    "or": "a or b, of two bools both already evaluated",
+    "seq_contains": "x in s, for a sequence of ints",
+    "same_tensor": "a is b of two tensors (or Tensor-or-None values)",
     "str_eq": "a == b of two str",
     "str_ne": "a != b of two str",
     "min": "min(a, b) of two numbers of one kind: the first of equal values",
@@ -161,7 +164,11 @@ INTRINSICS: dict[str, str] = {
     "math.floor": "math.floor(a): an int",
     "math.ceil": "math.ceil(a): an int",
     # strings
-    "str_concat": "str(a) + str(b) + ..., each formatted as Python's str() (any number of operands)",
+    "str_concat": "str(a) + str(b) + ..., each formatted as Python's str() (any number of operands: ints, floats, "
+    "bools, str, sizes as torch.Size, dtypes, devices)",
+    # warnings (issued when the region returns)
+    "warn": "warnings.warn(message): a UserWarning",
+    "warn_deprecated": "warnings.warn(message, DeprecationWarning)",
     # checks
     "check_range_step": "raise ValueError as range() does for a zero step",
 }
@@ -189,6 +196,7 @@ class Tup:
 
     items: tuple[Any, ...]
     structseq: Any = None  # a torch.return_types type for eager's named tuples
+    is_list: bool = field(default=False, compare=False)  # written [a, b]: only str() tells them apart
 
 
 @dataclass(frozen=True)
@@ -207,10 +215,10 @@ class Default:
 
 @dataclass(frozen=True)
 class Items:
-    """A list argument spelled out element by element: ints for int[], tensors for Tensor[]."""
+    """A list argument spelled out element by element: ints for int[], floats for float[], tensors for Tensor[]."""
 
     items: tuple[Atom, ...]
-    kind: Kind  # INT or TENSOR
+    kind: Kind  # INT, FLOAT or TENSOR
 
 
 @dataclass(frozen=True)

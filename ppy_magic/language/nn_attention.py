@@ -14,7 +14,6 @@ import torch
 import torch.nn.functional as F
 
 from .adapter_registry import adapts, helper
-from .nn_pooling import _seq_text
 
 _nn = torch._C._nn
 
@@ -59,9 +58,7 @@ def _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads):
             if attn_mask.dim() == 3:
                 expected_shape = (num_heads, query.shape[0], key.shape[0])
                 if attn_mask.shape != expected_shape:
-                    raise AssertionError(
-                        f"Expected `attn_mask` shape to be {_seq_text(expected_shape)} but got {attn_mask.shape}"
-                    )
+                    raise AssertionError(f"Expected `attn_mask` shape to be {expected_shape} but got {attn_mask.shape}")
     else:
         raise AssertionError(
             f"query should be unbatched 2D or batched 3D tensor but received {query.dim()}-D query tensor"
@@ -125,17 +122,17 @@ def _in_projection_packed(q, k, v, w, b):
 def _in_projection(q, k, v, w_q, w_k, w_v, b_q, b_k, b_v):
     Eq, Ek, Ev = q.size(-1), k.size(-1), v.size(-1)
     if w_q.shape != (Eq, Eq):
-        raise AssertionError(f"expecting query weights shape of {_seq_text((Eq, Eq))}, but got {w_q.shape}")
+        raise AssertionError(f"expecting query weights shape of {(Eq, Eq)}, but got {w_q.shape}")
     if w_k.shape != (Eq, Ek):
-        raise AssertionError(f"expecting key weights shape of {_seq_text((Eq, Ek))}, but got {w_k.shape}")
+        raise AssertionError(f"expecting key weights shape of {(Eq, Ek)}, but got {w_k.shape}")
     if w_v.shape != (Eq, Ev):
-        raise AssertionError(f"expecting value weights shape of {_seq_text((Eq, Ev))}, but got {w_v.shape}")
+        raise AssertionError(f"expecting value weights shape of {(Eq, Ev)}, but got {w_v.shape}")
     if b_q is not None and b_q.shape != (Eq,):
-        raise AssertionError(f"expecting query bias shape of {_seq_text((Eq,))}, but got {b_q.shape}")
+        raise AssertionError(f"expecting query bias shape of {(Eq,)}, but got {b_q.shape}")
     if b_k is not None and b_k.shape != (Eq,):
-        raise AssertionError(f"expecting key bias shape of {_seq_text((Eq,))}, but got {b_k.shape}")
+        raise AssertionError(f"expecting key bias shape of {(Eq,)}, but got {b_k.shape}")
     if b_v is not None and b_v.shape != (Eq,):
-        raise AssertionError(f"expecting value bias shape of {_seq_text((Eq,))}, but got {b_v.shape}")
+        raise AssertionError(f"expecting value bias shape of {(Eq,)}, but got {b_v.shape}")
     return F.linear(q, w_q, b_q), F.linear(k, w_k, b_k), F.linear(v, w_v, b_v)
 
 
@@ -226,14 +223,14 @@ def multi_head_attention_forward(
             correct_2d_size = (tgt_len, src_len)
             if attn_mask.shape != correct_2d_size:
                 raise RuntimeError(
-                    f"The shape of the 2D attn_mask is {attn_mask.shape}, but should be {_seq_text(correct_2d_size)}."
+                    f"The shape of the 2D attn_mask is {attn_mask.shape}, but should be {correct_2d_size}."
                 )
             attn_mask = attn_mask.unsqueeze(0)
         elif attn_mask.dim() == 3:
             correct_3d_size = (bsz * num_heads, tgt_len, src_len)
             if attn_mask.shape != correct_3d_size:
                 raise RuntimeError(
-                    f"The shape of the 3D attn_mask is {attn_mask.shape}, but should be {_seq_text(correct_3d_size)}."
+                    f"The shape of the 3D attn_mask is {attn_mask.shape}, but should be {correct_3d_size}."
                 )
         else:
             raise RuntimeError(f"attn_mask's dimension {attn_mask.dim()} is not supported")

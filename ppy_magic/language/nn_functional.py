@@ -25,7 +25,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .adapter_registry import CUDNN_ENABLED, adapts, helper, unsupported
+from .adapter_registry import CUDNN_ENABLED, adapts, helper
 
 _nn = torch._C._nn
 _VF = torch._C._VariableFunctions
@@ -121,14 +121,28 @@ def _reduction_enum(reduction):
 
 @helper
 def _legacy_reduction(size_average, reduce):
-    # torch.nn._reduction.legacy_get_string, which always warns
-    return unsupported("the deprecated size_average= and reduce= arguments warn in eager; pass reduction=")
+    # torch.nn._reduction.legacy_get_string
+    if size_average is None:
+        size_average = True
+    if reduce is None:
+        reduce = True
+    if size_average and reduce:
+        ret = "mean"
+    elif reduce:
+        ret = "sum"
+    else:
+        ret = "none"
+    warnings.warn(
+        f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.", stacklevel=2
+    )
+    return ret
 
 
 @helper
 def _reduction_or_legacy(size_average, reduce, reduction):
+    # legacy_get_enum(size_average, reduce) when either is given, else get_enum(reduction)
     if size_average is not None or reduce is not None:
-        return _legacy_reduction(size_average, reduce)
+        return _reduction_enum(_legacy_reduction(size_average, reduce))
     return _reduction_enum(reduction)
 
 
@@ -139,12 +153,23 @@ def _check_p(p):
 
 
 @helper
-def _verify_batch_size(size):
+def _list_text(seq):
+    # str(list(seq)) of a run-time sequence of ints
+    text = ""
+    for i in range(len(seq)):
+        text = f"{seq[i]}" if i == 0 else f"{text}, {seq[i]}"
+    return f"[{text}]"
+
+
+@helper
+def _verify_batch_size(size, as_list):
+    # F._verify_batch_size; `as_list`: the caller built a list, which prints as one (not as a torch.Size)
     size_prods = size[0]
     for i in range(len(size) - 2):
         size_prods = size_prods * size[i + 2]
     if size_prods == 1:
-        raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
+        shown = _list_text(size) if as_list else f"{size}"
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {shown}")
 
 
 @helper
@@ -172,7 +197,7 @@ def _warn_if_sizes_differ(target, input):
 
 @adapts(F.dropout)
 def dropout(input, p=0.5, training=True, inplace=False):
-    _ = _check_p(p)
+    _check_p(p)
     if inplace:
         return _VF.dropout_(input, p, training)
     return _VF.dropout(input, p, training)
@@ -180,7 +205,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 @adapts(F.alpha_dropout)
 def alpha_dropout(input, p=0.5, training=False, inplace=False):
-    _ = _check_p(p)
+    _check_p(p)
     if inplace:
         return _VF.alpha_dropout_(input, p, training)
     return _VF.alpha_dropout(input, p, training)
@@ -195,7 +220,7 @@ def _feature_dropout(input, p, training, inplace):
 
 @adapts(F.dropout1d)
 def dropout1d(input, p=0.5, training=True, inplace=False):
-    _ = _check_p(p)
+    _check_p(p)
     inp_dim = input.dim()
     if inp_dim != 2 and inp_dim != 3:
         raise RuntimeError(
@@ -215,7 +240,7 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
 
 @adapts(F.dropout2d)
 def dropout2d(input, p=0.5, training=True, inplace=False):
-    _ = _check_p(p)
+    _check_p(p)
     inp_dim = input.dim()
     if inp_dim != 3 and inp_dim != 4:
         warnings.warn(
@@ -240,7 +265,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
 
 @adapts(F.dropout3d)
 def dropout3d(input, p=0.5, training=True, inplace=False):
-    _ = _check_p(p)
+    _check_p(p)
     inp_dim = input.dim()
     if inp_dim != 4 and inp_dim != 5:
         warnings.warn(
@@ -262,7 +287,7 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
 
 @adapts(F.feature_alpha_dropout)
 def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
-    _ = _check_p(p)
+    _check_p(p)
     if inplace:
         return _VF.feature_alpha_dropout_(input, p, training)
     return _VF.feature_alpha_dropout(input, p, training)
@@ -355,8 +380,16 @@ def softsign(input):
 
 @helper
 def _softmax_dim(name, ndim, stacklevel):
-    # F._get_softmax_dim warns, then picks a dimension from ndim
-    unsupported("F.softmax without dim= picks a dimension with a deprecation warning; pass dim=")
+    # F._get_softmax_dim
+    warnings.warn(
+        f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as an argument.",
+        stacklevel=2,
+    )
+    if ndim == 0 or ndim == 1 or ndim == 3:
+        ret = 0
+    else:
+        ret = 1
+    return ret
 
 
 @adapts(F.softmin)
@@ -548,7 +581,7 @@ def embedding_bag(
 @adapts(F.batch_norm)
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     if training:
-        _ = _verify_batch_size(input.size())
+        _verify_batch_size(input.size(), False)
     if training and eps <= 0.0:
         raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
     elif eps < 0.0:
@@ -561,7 +594,7 @@ def instance_norm(
     input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True, momentum=0.1, eps=1e-5
 ):
     if use_input_stats:
-        _ = _verify_spatial_size(input.size())
+        _verify_spatial_size(input.size())
     return torch.instance_norm(
         input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, CUDNN_ENABLED
     )
@@ -581,7 +614,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     if input.dim() < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.dim()}")
-    _ = _verify_batch_size((input.size(0) * input.size(1) // num_groups, num_groups) + input.size()[2:])
+    _verify_batch_size([input.size(0) * input.size(1) // num_groups, num_groups] + input.size()[2:], True)
     return torch.group_norm(input, num_groups, weight, bias, eps, CUDNN_ENABLED)
 
 

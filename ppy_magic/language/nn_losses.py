@@ -14,7 +14,13 @@ import torch
 import torch.nn.functional as F
 
 from .adapter_registry import adapts, helper, unsupported
-from .nn_functional import _legacy_reduction, _reduction_enum, _reduction_or_legacy, _warn_if_sizes_differ
+from .nn_functional import (
+    _legacy_reduction,
+    _list_text,
+    _reduction_enum,
+    _reduction_or_legacy,
+    _warn_if_sizes_differ,
+)
 
 _nn = torch._C._nn
 
@@ -45,8 +51,8 @@ def poisson_nll_loss(
     input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None, reduction="mean"
 ):
     if size_average is not None or reduce is not None:
-        _ = _legacy_reduction(size_average, reduce)
-    _ = _check_reduction_name(reduction, " is not a valid value for reduction")
+        reduction = _legacy_reduction(size_average, reduce)
+    _check_reduction_name(reduction, " is not a valid value for reduction")
     return torch.poisson_nll_loss(input, target, log_input, full, eps, _reduction_enum(reduction))
 
 
@@ -65,7 +71,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
             pass
         else:
             raise ValueError("var is of incorrect size")
-    _ = _check_reduction_name(reduction, " is not valid")
+    _check_reduction_name(reduction, " is not valid")
     var = var.clone()
     # `with torch.no_grad(): var.clamp_(min=eps)`: the same in-place update, unrecorded
     var.detach().clamp_(min=eps)
@@ -92,7 +98,7 @@ def _mismatched_size_sum(input, var):
 @adapts(F.kl_div)
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     if size_average is not None or reduce is not None:
-        reduction_enum = _legacy_reduction(size_average, reduce)
+        reduction_enum = _reduction_enum(_legacy_reduction(size_average, reduce))
     else:
         if reduction == "mean":
             warnings.warn(
@@ -142,15 +148,6 @@ def binary_cross_entropy_with_logits(
 
 
 @helper
-def _list_text(seq):
-    # str(list(seq)) of a run-time sequence of ints
-    text = ""
-    for i in range(len(seq)):
-        text = f"{seq[i]}" if i == 0 else f"{text}, {seq[i]}"
-    return f"[{text}]"
-
-
-@helper
 def _broadcast_shapes(a, b):
     # torch.broadcast_shapes(a, b) of two sizes, as torch._refs._broadcast_shapes computes it
     n = max(len(a), len(b))
@@ -189,9 +186,9 @@ def _ones_like_sizes(sizes, n):
 
 @adapts(F.smooth_l1_loss)
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
-    _ = _warn_if_sizes_differ(target, input)
+    _warn_if_sizes_differ(target, input)
     if size_average is not None or reduce is not None:
-        _ = _legacy_reduction(size_average, reduce)
+        reduction = _legacy_reduction(size_average, reduce)
     expanded_input, expanded_target = torch.broadcast_tensors(input, target)
     if beta == 0.0:
         return _nn.l1_loss(expanded_input, expanded_target, _reduction_enum(reduction))
@@ -213,7 +210,7 @@ def _weighted_reduction(weighted, weight, reduction, by_weight):
 
 @adapts(F.huber_loss)
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
-    _ = _warn_if_sizes_differ(target, input)
+    _warn_if_sizes_differ(target, input)
     expanded_input, expanded_target = torch.broadcast_tensors(input, target)
     if weight is None:
         return _nn.huber_loss(expanded_input, expanded_target, _reduction_enum(reduction), delta)
@@ -225,9 +222,9 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
 
 @adapts(F.l1_loss)
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
-    _ = _warn_if_sizes_differ(target, input)
+    _warn_if_sizes_differ(target, input)
     if size_average is not None or reduce is not None:
-        _ = _legacy_reduction(size_average, reduce)
+        reduction = _legacy_reduction(size_average, reduce)
     expanded_input, expanded_target = torch.broadcast_tensors(input, target)
     if weight is not None:
         if weight.size() != input.size():
@@ -239,9 +236,9 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
 
 @adapts(F.mse_loss)
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
-    _ = _warn_if_sizes_differ(target, input)
+    _warn_if_sizes_differ(target, input)
     if size_average is not None or reduce is not None:
-        _ = _legacy_reduction(size_average, reduce)
+        reduction = _legacy_reduction(size_average, reduce)
     expanded_input, expanded_target = torch.broadcast_tensors(input, target)
     if weight is not None:
         if weight.size() != input.size():
@@ -280,7 +277,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
 @adapts(F.multilabel_soft_margin_loss)
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     if size_average is not None or reduce is not None:
-        _ = _legacy_reduction(size_average, reduce)
+        reduction = _legacy_reduction(size_average, reduce)
     loss = -(target * _nn.log_sigmoid(input) + (1 - target) * _nn.log_sigmoid(-input))
     if weight is not None:
         loss = loss * weight
@@ -354,6 +351,25 @@ def triplet_margin_with_distance_loss(
     return loss
 
 
+@helper
+def _tuple_text(seq):
+    # str(tuple(seq)) of a run-time sequence of ints
+    text = ""
+    for i in range(len(seq)):
+        text = f"{seq[i]}" if i == 0 else f"{text}, {seq[i]}"
+    if len(seq) == 1:
+        text = f"{text},"
+    return f"({text})"
+
+
+@helper
+def _prod(seq, start):
+    out = start
+    for i in range(len(seq)):
+        out = out * seq[i]
+    return out
+
+
 @adapts(F.linear_cross_entropy)
 def linear_cross_entropy(
     input,
@@ -382,9 +398,16 @@ def linear_cross_entropy(
     num_classes = linear_weight.shape[0]
     out_features = linear_weight.shape[1:-1]
     if linear_bias is not None and linear_bias.shape != (num_classes,) + out_features:
-        return unsupported("F.linear_cross_entropy's shape error formats tuples")
+        raise RuntimeError(
+            "expected linear_bias shape "
+            f"{_tuple_text((num_classes,) + out_features)}, got {_tuple_text(linear_bias.shape)}"
+        )
     if len(out_features) > 0 and len(num_batches) == 0:
-        return unsupported("F.linear_cross_entropy's shape error formats tuples")
+        raise RuntimeError(
+            f"K-dimensional loss defined by linear_weight shape {_tuple_text(linear_weight.shape)} requires"
+            f" batched input, (N, {in_features}), got unbatched"
+            f" input with shape {_tuple_text(input.shape)}"
+        )
     logits_shape = num_batches + (num_classes,) + out_features
     target_contains_probabilities = target.shape == logits_shape
     if target_contains_probabilities and ignore_index is not None:
@@ -392,7 +415,10 @@ def linear_cross_entropy(
     if ignore_index is None:
         ignore_index = -100
     if len(out_features) > 0:
-        return unsupported("F.linear_cross_entropy with a K-dimensional linear_weight")
+        rows = _prod(out_features, num_classes)  # math.prod(out_features, start=num_classes)
+        linear_weight = linear_weight.reshape((rows, in_features))
+        if linear_bias is not None:
+            linear_bias = linear_bias.reshape(rows)
     logits = _nn.linear(input, linear_weight, linear_bias)
     logits = logits.reshape(logits_shape)
     return F.cross_entropy(

@@ -135,25 +135,6 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 
 @helper
-def _seq_text(seq):
-    # str(seq) of a sequence of ints: a tuple known when compiled, or sizes (a torch.Size) at run time
-    if not isinstance(seq, tuple):
-        return f"{seq}"
-    n = len(seq)
-    if n == 0:
-        return "()"
-    if n == 1:
-        return f"({seq[0]},)"
-    if n == 2:
-        return f"({seq[0]}, {seq[1]})"
-    if n == 3:
-        return f"({seq[0]}, {seq[1]}, {seq[2]})"
-    if n == 4:
-        return f"({seq[0]}, {seq[1]}, {seq[2]}, {seq[3]})"
-    return unsupported("an error message that formats a tuple of more than four items")
-
-
-@helper
 def _unpool_default_size(input_size, kernel_size, stride, padding, d):
     n = len(kernel_size)
     return (input_size[-n + d] - 1) * stride[d] + kernel_size[d] - 2 * padding[d]
@@ -191,8 +172,7 @@ def _unpool_output_size(input, kernel_size, stride, padding, output_size):
             max_size = default_size[d] + stride[d]
             if not (min_size < output_size[d] < max_size):
                 raise ValueError(
-                    f'invalid output_size "{_seq_text(output_size)}" (dim {d} must be between {min_size} '
-                    f"and {max_size})"
+                    f'invalid output_size "{output_size}" (dim {d} must be between {min_size} and {max_size})'
                 )
         ret = output_size
     for d in range(n):
@@ -371,6 +351,14 @@ def _recomputed_size(input, scale_factor, dim):
 
 
 @helper
+def _scales(scale_factors, n):
+    # the scale factors for n spatial dimensions: [scale_factor for _ in range(dim)] once dim is known
+    if scale_factors is None or not _is_number(scale_factors):
+        return scale_factors
+    return (scale_factors,) * n
+
+
+@helper
 def _repeated_size(size, dim):
     # [size for _ in range(dim)]
     out = (size,)[: dim - dim]  # an empty run-time sequence of ints ([] is a tuple known when compiled)
@@ -407,7 +395,7 @@ def interpolate(
             if len(size) != dim:
                 raise ValueError(
                     "Input and output must have the same number of spatial dimensions, but got "
-                    f"input with spatial dimensions of {_spatial_text(input)} and output size of {_seq_text(size)}. "
+                    f"input with spatial dimensions of {_spatial_text(input)} and output size of {size}. "
                     "Please provide input tensor in (N, C, d1, d2, ...,dK) format and "
                     "output size in (o1, o2, ...,oK) format."
                 )
@@ -417,7 +405,7 @@ def interpolate(
             raise ValueError(
                 "Input and scale_factor must have the same number of spatial dimensions, but "
                 f"got input with spatial dimensions of {_spatial_text(input)} and "
-                f"scale_factor of shape {_seq_text(scale_factor)}. "
+                f"scale_factor of shape {scale_factor}. "
                 "Please provide input tensor in (N, C, d1, d2, ...,dK) format and "
                 "scale_factor in (s1, s2, ...,sK) format."
             )
@@ -428,10 +416,10 @@ def interpolate(
         raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
     if mode == "area" and output_size is None:
         recompute_scale_factor = True
+    scale_factors = scale_factor
     if recompute_scale_factor is not None and recompute_scale_factor:
         output_size = _recomputed_size(input, scale_factor, dim)
-    elif output_size is None:
-        return unsupported("F.interpolate with scale_factor= passes a list of floats, which a region cannot yet")
+        scale_factors = None
     if antialias and not ((mode == "bilinear" or mode == "bicubic" or mode == "lanczos") and input.ndim == 4):
         raise ValueError(
             "Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a 4-D tensor as input"
@@ -440,18 +428,18 @@ def interpolate(
         return unsupported("F.interpolate under deterministic algorithms takes a Python decomposition off the CPU")
     if mode == "nearest":
         if input.dim() == 3:
-            return _nn.upsample_nearest1d(input, output_size, scale_factors=None)
+            return _nn.upsample_nearest1d(input, output_size, scale_factors=_scales(scale_factors, 1))
         if input.dim() == 4:
-            return _nn.upsample_nearest2d(input, output_size, scale_factors=None)
+            return _nn.upsample_nearest2d(input, output_size, scale_factors=_scales(scale_factors, 2))
         if input.dim() == 5:
-            return _nn.upsample_nearest3d(input, output_size, scale_factors=None)
+            return _nn.upsample_nearest3d(input, output_size, scale_factors=_scales(scale_factors, 3))
     if mode == "nearest-exact":
         if input.dim() == 3:
-            return _nn._upsample_nearest_exact1d(input, output_size, scale_factors=None)
+            return _nn._upsample_nearest_exact1d(input, output_size, scale_factors=_scales(scale_factors, 1))
         if input.dim() == 4:
-            return _nn._upsample_nearest_exact2d(input, output_size, scale_factors=None)
+            return _nn._upsample_nearest_exact2d(input, output_size, scale_factors=_scales(scale_factors, 2))
         if input.dim() == 5:
-            return _nn._upsample_nearest_exact3d(input, output_size, scale_factors=None)
+            return _nn._upsample_nearest_exact3d(input, output_size, scale_factors=_scales(scale_factors, 3))
     if mode == "area":
         if input.dim() == 3:
             return F.adaptive_avg_pool1d(input, output_size)
@@ -460,23 +448,27 @@ def interpolate(
         if input.dim() == 5:
             return F.adaptive_avg_pool3d(input, output_size)
     if mode == "linear" and input.dim() == 3:
-        return _nn.upsample_linear1d(input, output_size, align_corners, scale_factors=None)
+        return _nn.upsample_linear1d(input, output_size, align_corners, scale_factors=_scales(scale_factors, 1))
     if mode == "bilinear" and input.dim() == 4:
         if antialias:
-            return _nn._upsample_bilinear2d_aa(input, output_size, align_corners, scale_factors=None)
-        return _nn.upsample_bilinear2d(input, output_size, align_corners, scale_factors=None)
+            return _nn._upsample_bilinear2d_aa(
+                input, output_size, align_corners, scale_factors=_scales(scale_factors, 2)
+            )
+        return _nn.upsample_bilinear2d(input, output_size, align_corners, scale_factors=_scales(scale_factors, 2))
     if mode == "trilinear" and input.dim() == 5:
-        return _nn.upsample_trilinear3d(input, output_size, align_corners, scale_factors=None)
+        return _nn.upsample_trilinear3d(input, output_size, align_corners, scale_factors=_scales(scale_factors, 3))
     if mode == "bicubic" and input.dim() == 4:
         if antialias:
-            return _nn._upsample_bicubic2d_aa(input, output_size, align_corners, scale_factors=None)
-        return _nn.upsample_bicubic2d(input, output_size, align_corners, scale_factors=None)
+            return _nn._upsample_bicubic2d_aa(
+                input, output_size, align_corners, scale_factors=_scales(scale_factors, 2)
+            )
+        return _nn.upsample_bicubic2d(input, output_size, align_corners, scale_factors=_scales(scale_factors, 2))
     if mode == "lanczos" and input.dim() == 4:
         if align_corners:
             raise ValueError("Lanczos mode does not support align_corners=True")
         if not antialias:
             raise ValueError("Lanczos mode requires antialias=True")
-        return _nn._upsample_lanczos2d_aa(input, output_size, align_corners, scale_factors=None)
+        return _nn._upsample_lanczos2d_aa(input, output_size, align_corners, scale_factors=_scales(scale_factors, 2))
     if input.dim() == 3 and mode == "bilinear":
         raise NotImplementedError("Got 3D input, but bilinear mode needs 4D input")
     if input.dim() == 3 and mode == "trilinear":
@@ -548,7 +540,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     else:
         padding_mode_enum = 2
     if align_corners is None:
-        _ = _warn_align_corners_default()
+        _warn_align_corners_default()
         align_corners = False
     return torch.grid_sampler(input, grid, mode_enum, padding_mode_enum, align_corners)
 
@@ -556,7 +548,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
 @adapts(F.affine_grid)
 def affine_grid(theta, size, align_corners=None):
     if align_corners is None:
-        _ = _warn_align_corners_default()
+        _warn_align_corners_default()
         align_corners = False
     if not theta.is_floating_point():
         raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")

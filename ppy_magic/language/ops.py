@@ -57,6 +57,7 @@ EXCLUDED = frozenset(
     {
         "item",
         "tolist",
+        "range",  # torch.range: its binding warns in Python, before ATen
         "numpy",
         "data_ptr",
         "backward",
@@ -330,6 +331,10 @@ def _fit(arg: SchemaArg, value: Any, numbers_as_tensors: bool) -> tuple[int, Any
             return 2, ir.Items(tuple(items), Kind.INT)
         if kind == Kind.INT and arg.size:  # int[N]: one int stands for N copies, as in PyTorch's parser
             return 1, ir.Items((value,) * arg.size, Kind.INT)
+        return None
+    if t == "List[float]":  # a list or tuple of numbers, as PyTorch's parser takes a float[]
+        if items is not None and all(getattr(i, "kind", None) in (Kind.FLOAT, Kind.INT) for i in items):
+            return 2, ir.Items(tuple(items), Kind.FLOAT)
         return None
     if t == "List[Tensor]":
         if kind == Kind.TENSORS:

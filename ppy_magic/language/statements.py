@@ -9,9 +9,10 @@ paths becomes one declared variable, if its kinds agree.
 from __future__ import annotations
 
 import ast
+import warnings
 from typing import Any
 
-from . import ir, ops
+from . import adapters, ir, ops
 from .ir import Kind
 from .namespace import static_value
 from .values import (
@@ -34,14 +35,32 @@ class StatementCompiler:
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return None  # a docstring or a string used as a comment
-        if isinstance(node.value, ast.Call) and self._is_effect_call(node.value):
-            self.value(node.value)  # an in-place method: evaluated for its effect
+        if isinstance(node.value, ast.Call) and (self._is_effect_call(node.value) or self._is_procedure(node.value)):
+            self.value(node.value)  # evaluated for its effect; the result, if any, is dropped as Python drops it
             return None
         raise self.error(node, f"{describe_node(node)} is not supported in a region", HINTS["Expr"])
 
     def _is_effect_call(self, call: ast.Call) -> bool:
         f = call.func
         return isinstance(f, ast.Attribute) and f.attr.endswith("_") and not f.attr.endswith("__")
+
+    def _is_procedure(self, call: ast.Call) -> bool:
+        """A call made for what it does: warnings.warn, another @ppy.opt function, an adapter or its helper."""
+        f = call.func
+        if isinstance(f, ast.Name) and f.id in self.locals:
+            return False
+        if isinstance(f, ast.Name) and f.id in self.g.functions:
+            return True
+        fn = static_value(f, self.g)
+        if fn is None:
+            return False
+        return (
+            fn is warnings.warn
+            or adapters.lookup(fn) is not None
+            or fn is adapters.unsupported
+            or bool(getattr(fn, "__ppy_opt__", 0))
+            or getattr(fn, "__ppy_region__", False) is True
+        )
 
     def visit_Assign(self, node: ast.Assign) -> None:
         value = self.value(node.value)
@@ -250,8 +269,10 @@ class StatementCompiler:
         live = [(locs, body) for locs, term, body in branches if not term]
         if not live:
             return dict(before)
-        if len(live) == 1:
-            return dict(live[0][0])
+        if len(live) == 1:  # the other path raised or returned: the live one's names, declared outside it
+            locs, body = live[0]
+            outer = {id(a) for v in before.values() for a in atoms_of(v) if isinstance(a, ir.Var)}
+            return {name: self.hoist(name, v, body, outer) for name, v in locs.items()}
         names = sorted(set().union(*(locs.keys() for locs, _ in live)))  # one order in every process
         merged = {}
         for name in names:
@@ -265,6 +286,18 @@ class StatementCompiler:
             joined = self.join(node, name, vals, [body for _, body in live])
             merged[name] = joined
         return merged
+
+    def hoist(self, name: str, value: Any, body: list, outer: set[int]) -> Any:
+        """`value` as seen after a branch whose `body` set it: a variable declared inside the branch
+        becomes one declared before it (C++ scopes end with the branch; Python's names do not)."""
+        if isinstance(value, ir.Tup):
+            return ir.Tup(tuple(self.hoist(name, v, body, outer) for v in value.items), value.structseq, value.is_list)
+        if not isinstance(value, ir.Var) or id(value) in outer:
+            return value
+        var = self.new_var(name, value.kind)
+        self.emit(ir.Declare(var, self.line()))
+        body.append(ir.Move(var, value, self.line()))
+        return var
 
     def join(self, node: ast.AST, name: str, vals: list, bodies: list[list]) -> Any:
         first = vals[0]

@@ -120,7 +120,16 @@ MATH_FUNCTIONS = {
     math.ceil: Kind.INT,
 }
 
-RAISABLE_ERRORS = {"AssertionError", "ValueError", "ZeroDivisionError", "OverflowError", "IndexError", "TypeError"}
+RAISABLE_ERRORS = {
+    "AssertionError",
+    "ValueError",
+    "ZeroDivisionError",
+    "OverflowError",
+    "IndexError",
+    "TypeError",
+    "RuntimeError",
+    "NotImplementedError",
+}
 
 
 def kind_of_constant(v: Any) -> Kind | None:
@@ -199,7 +208,7 @@ def is_literal(node: ast.expr) -> bool:
 def structure_of(value: Any) -> Any:
     """A hashable description of a value: static parts exactly, runtime atoms by kind."""
     if isinstance(value, ir.Tup):
-        return ("tuple", tuple(structure_of(v) for v in value.items), value.structseq)
+        return ("tuple", tuple(structure_of(v) for v in value.items), value.structseq, value.is_list)
     if isinstance(value, ir.Var):
         return ("var", value.kind)
     if isinstance(value, ir.Const):
@@ -227,7 +236,7 @@ def kinds_of(structure: Any) -> tuple[Kind, ...]:
 def rebuild(structure: Any, runtime: Any) -> Any:
     tag = structure[0]
     if tag == "tuple":
-        return ir.Tup(tuple(rebuild(s, runtime) for s in structure[1]), structure[2])
+        return ir.Tup(tuple(rebuild(s, runtime) for s in structure[1]), structure[2], structure[3])
     if tag == "var":
         return next(runtime)
     if tag == "const":

@@ -10,7 +10,7 @@
 
 namespace ppy {
 
-constexpr int kAbiVersion = 2;
+constexpr int kAbiVersion = 3;
 
 // One call argument, filled by the runtime from the Python argument according
 // to the parameter's kind letter (see region.py: ARG_KINDS).
@@ -27,6 +27,7 @@ struct Arg {
 // raise: assert, unpacking, int division by zero, ...).
 enum class PyError : int {
   None = 0, AssertionError, ValueError, ZeroDivisionError, OverflowError, IndexError, TypeError,
+  RuntimeError, NotImplementedError,
 };
 
 // Results in the order the return spec names them: tensors in `t`, floats in

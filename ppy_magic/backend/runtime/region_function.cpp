@@ -203,6 +203,8 @@ PyObject* python_error_type(ppy::PyError e) {
     case ppy::PyError::OverflowError: return PyExc_OverflowError;
     case ppy::PyError::IndexError: return PyExc_IndexError;
     case ppy::PyError::TypeError: return PyExc_TypeError;
+    case ppy::PyError::RuntimeError: return PyExc_RuntimeError;
+    case ppy::PyError::NotImplementedError: return PyExc_NotImplementedError;
     default: return PyExc_SystemError;
   }
 }
