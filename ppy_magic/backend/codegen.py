@@ -238,7 +238,31 @@ class Emitter:
 
 
 def _param_decl(p: ir.Param, i: int) -> str:
+    arg = f"ppy_args[{i}]"
+    if p.kind == Kind.NUMBER:  # is it an int, its value as an int, as a float (the body is compiled per type)
+        is_int, as_int, as_float = p.parts
+        return (
+            f"const bool {NAME(is_int)} = {arg}.variant; const int64_t {NAME(as_int)} = {arg}.i; "
+            f"const double {NAME(as_float)} = {arg}.f;"
+        )
+    if p.kind == Kind.DEVICE_OR_STR:  # a device string, or a torch.device (likewise)
+        is_str, as_str, as_device = p.parts
+        return (
+            f'const bool {NAME(is_str)} = {arg}.variant; const std::string {NAME(as_str)} = {arg}.s ? {arg}.s : ""; '
+            f"const at::Device {NAME(as_device)} = {arg}.device;"
+        )
     n = f"v_{p.name}"
+    if p.kind in ir.HELD_BY and p.kind != Kind.OPT_TENSOR:  # an optional number or dtype
+        ctype = cpp.cpp_type(p.kind)
+        held = cpp.cpp_type(ir.HELD_BY[p.kind])
+        value = f"{arg}.f" if p.kind == Kind.OPT_FLOAT else f"{arg}.i"
+        return f"const {ctype} {n} = {arg}.none ? {ctype}() : {ctype}(static_cast<{held}>({value}));"
+    if p.kind == Kind.DTYPE:
+        return f"const at::ScalarType {n} = static_cast<at::ScalarType>({arg}.i);"
+    if p.kind == Kind.DEVICE:
+        return f"const at::Device {n} = {arg}.device;"
+    if p.kind == Kind.INTS:
+        return f"const std::vector<int64_t>& {n} = *{arg}.il;"
     ctype = cpp.cpp_type(p.kind)
     if p.kind == Kind.TENSOR:
         return f"const {ctype}& {n} = *ppy_args[{i}].t;"

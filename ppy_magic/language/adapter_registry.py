@@ -103,6 +103,7 @@ def namespace() -> dict[str, Any]:
         "F": F,
         "_nn": _nn,
         "_VF": _VF,
+        "_aten": torch.ops.aten,
         "math": math,
         "warnings": warnings,
         "unsupported": unsupported,

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ..errors import CompileError
-from . import adapters, ir, ops
+from . import adapters, ir, ops, param_kinds
 from .ir import Kind
 from .namespace import Globals, collect_globals
 from .values import (
@@ -26,12 +26,12 @@ from .values import (
     PLAIN_FUNCTION,
     PLAIN_FUNCTION_HINT,
     CellFunction,
+    KwArgs,
     Static,
     TensorMethod,
     Unsupported,
     atoms_of,
     constant,
-    is_literal,
     kinds_of,
     rebuild,
     structure_of,
@@ -45,8 +45,17 @@ class CallCompiler:
         args = self.call_args(node.args)
         kwargs = {}
         for kw in node.keywords:
-            if kw.arg is None:
-                raise self.error(kw.value, "`**kwargs` in a call is not supported in a region")
+            if kw.arg is None:  # **kwargs of a callee that received them: passed on
+                spread = self.value(kw.value)
+                if not isinstance(spread, KwArgs):
+                    raise self.error(kw.value, "`**` of anything but a function's own **kwargs is not supported")
+                for k, v in spread.items:
+                    if k in kwargs:
+                        raise self.error(kw.value, f"got multiple values for keyword argument '{k}'")
+                    kwargs[k] = v
+                continue
+            if kw.arg in kwargs:
+                raise self.error(kw.value, f"got multiple values for keyword argument '{kw.arg}'")
             kwargs[kw.arg] = self.value(kw.value)
         if isinstance(func, TensorMethod):
             return self.method_call(node, func, args, kwargs)
@@ -106,6 +115,8 @@ class CallCompiler:
             raise Unsupported(self.message(node.args[0]) if node.args else "unsupported")
         if fn is warnings.warn:
             return self.warn(node, args, kwargs)
+        if fn is torch.finfo or fn is torch.iinfo:
+            return self.type_info_call(node, fn, args, kwargs)
         if fn in MATH_FUNCTIONS:
             return self.math_call(node, fn, args, kwargs)
         if fn in (len, int, float, bool, str, abs, min, max, isinstance):
@@ -174,6 +185,8 @@ class CallCompiler:
                 float: (Kind.FLOAT,),
                 bool: (Kind.BOOL,),
                 torch.Tensor: (Kind.TENSOR,),
+                torch.dtype: (Kind.DTYPE,),
+                torch.device: (Kind.DEVICE,),
                 str: (Kind.STR,),
                 tuple: (),
                 list: (),
@@ -292,29 +305,7 @@ class CallCompiler:
         who = fdef.name
         if not adapter and (who in self.ctx.stack or who == self.region_name):
             raise self.error(node, f"'{who}' calls itself; recursion is not supported in a region")
-        params = fdef.args
-        if params.kwarg or params.kwonlyargs or params.posonlyargs or (params.vararg and not adapter):
-            raise self.error(node, f"calling '{who}': only plain positional parameters are supported")
-        names = [a.arg for a in params.args]
-        defaults = dict(zip(names[len(names) - len(params.defaults) :], params.defaults, strict=True))
-        if params.vararg:  # adapters of variadic torch functions (torch.einsum): extra arguments as a tuple
-            args = list(args[: len(names)]) + [ir.Tup(tuple(args[len(names) :]))]
-            names.append(params.vararg.arg)
-        if len(args) > len(names):
-            raise self.error(node, f"{who}() takes {len(names)} arguments but {len(args)} were given")
-        bound: dict[str, Any] = dict(zip(names, args, strict=False))  # fewer args: the rest by keyword or default
-        for k, v in kwargs.items():
-            if k not in names or k in bound:
-                raise self.error(node, f"{who}() got an unexpected or repeated argument '{k}'")
-            bound[k] = v
-        for n in names:
-            if n not in bound:
-                if n not in defaults:
-                    raise self.error(node, f"{who}() missing required argument '{n}'")
-                c = constant(ast.literal_eval(defaults[n])) if is_literal(defaults[n]) else None
-                if c is None:
-                    raise self.error(node, f"the default of '{n}' in {who}() is not a literal")
-                bound[n] = c
+        names, bound = self.bind_arguments(node, fdef, g, args, kwargs)
         key = (id(fdef), tuple((n, structure_of(bound[n])) for n in names))
         if key not in self.ctx.specialised:
             self.ctx.specialised[key] = self.specialise(node, fdef, g, filename, lines, names, bound, adapter)
@@ -324,6 +315,44 @@ class CallCompiler:
         self.emit(ir.Assign(targets, ir.CallFunction(symbol, runtime_args), self.line()))
         it = iter(targets)
         return rebuild(structure, it)
+
+    def bind_arguments(
+        self, node: ast.AST, fdef: ast.FunctionDef, g: Globals, args: list, kwargs: dict
+    ) -> tuple[list[str], dict[str, Any]]:
+        """The callee's parameters bound to the call's values as Python binds them: positional-only and
+        plain parameters, `*args` (a tuple), keyword-only ones, `**kwargs` (a KwArgs); then defaults."""
+        who, params = fdef.name, fdef.args
+        positional = [a.arg for a in params.posonlyargs + params.args]
+        keyword = {a.arg for a in params.args + params.kwonlyargs}
+        defaults = dict(zip(positional[len(positional) - len(params.defaults) :], params.defaults, strict=True))
+        defaults.update({a.arg: d for a, d in zip(params.kwonlyargs, params.kw_defaults, strict=True) if d is not None})
+        if len(args) > len(positional) and not params.vararg:
+            raise self.error(node, f"{who}() takes {len(positional)} positional arguments but {len(args)} were given")
+        bound: dict[str, Any] = dict(zip(positional, args, strict=False))  # the rest by keyword or default
+        extra: list[tuple[str, Any]] = []
+        for k, v in kwargs.items():
+            if k in keyword and k not in bound:
+                bound[k] = v
+            elif params.kwarg and k not in bound:
+                extra.append((k, v))
+            else:
+                raise self.error(node, f"{who}() got an unexpected or repeated argument '{k}'")
+        names = positional + ([params.vararg.arg] if params.vararg else []) + [a.arg for a in params.kwonlyargs]
+        if params.vararg:
+            bound[params.vararg.arg] = ir.Tup(tuple(args[len(positional) :]))
+        for n in names:
+            if n not in bound:
+                if n not in defaults:
+                    raise self.error(node, f"{who}() missing required argument '{n}'")
+                ok, value = param_kinds.default_value(defaults[n], g)
+                c = constant(value) if ok else None
+                if c is None:
+                    raise self.error(node, f"the default of '{n}' in {who}() is not known when compiling")
+                bound[n] = c
+        if params.kwarg:
+            names.append(params.kwarg.arg)
+            bound[params.kwarg.arg] = KwArgs(tuple(extra))
+        return names, bound
 
     def specialise(
         self,
@@ -376,6 +405,8 @@ class CallCompiler:
             return ir.Tup(
                 tuple(self.rename_params(v, name, params) for v in value.items), value.structseq, value.is_list
             )
+        if isinstance(value, KwArgs):
+            return KwArgs(tuple((k, self.rename_params(v, k, params)) for k, v in value.items))
         if isinstance(value, ir.Var):
             var = self.new_var(name, value.kind)
             params.append(var)

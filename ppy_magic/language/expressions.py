@@ -82,6 +82,9 @@ class ExpressionCompiler:
         kind = getattr(base, "kind", None)
         if kind == Kind.TENSOR:
             return self.tensor_attribute(node, base)
+        value = self.attribute_of_value(node, base)  # devices, dtypes, named tuples, torch.finfo/iinfo
+        if value is not None:
+            return value
         raise self.error(node, f"attribute `.{node.attr}` of {ops.describe(base)} is not supported in a region")
 
     _TENSOR_PROPERTIES = {"T": "numpy_T", "mT": "mT", "H": "matrix_H", "mH": "mH"}  # ATen ops
@@ -140,6 +143,8 @@ class ExpressionCompiler:
             return pieces
         if getattr(v, "kind", None) in (Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.STR, Kind.INTS, Kind.DTYPE, Kind.DEVICE):
             return [v]
+        if getattr(v, "kind", None) in (Kind.OPT_INT, Kind.OPT_FLOAT, Kind.OPT_BOOL, Kind.OPT_DTYPE):
+            return [v]  # "None" or the value
         raise self.error(node, f"formatting {ops.describe(v)} in an f-string is not supported in a region")
 
     def visit_Tuple(self, node: ast.Tuple) -> ir.Tup:
@@ -311,10 +316,10 @@ class ExpressionCompiler:
             return self.intrinsic("float_truth", Kind.BOOL, v)
         if kind in (Kind.INTS, Kind.TENSORS, Kind.STR):
             return self.intrinsic("nonempty", Kind.BOOL, v)
-        if kind == Kind.OPT_TENSOR:
+        if kind in ir.HELD_BY:
             raise self.error(
                 node,
-                "the truth of a Tensor-or-None value is not supported in a region",
+                f"the truth of a {ir.KIND_NAMES[kind]} value is not supported in a region",
                 "Test `x is not None` instead.",
             )
         raise self.error(
@@ -343,18 +348,21 @@ class ExpressionCompiler:
         out = self.new_var("cond", Kind.BOOL)
         self.emit(ir.Declare(out, self.line()))
         self.emit(ir.Move(out, first, self.line()))
-        self.short_circuit(node, out, node.values[1:])
+        self.short_circuit(node, out, node.values[1:], node.values[0])
         return out
 
-    def short_circuit(self, node: ast.BoolOp, out: ir.Var, rest: list[ast.expr]) -> None:
+    def short_circuit(self, node: ast.BoolOp, out: ir.Var, rest: list[ast.expr], previous: ast.expr) -> None:
         if not rest:
             return
+        narrowed = self.narrowing(previous)  # `x is not None and x > 0`: x holds a value on the right
         with self.block() as lazy:
+            if narrowed is not None and narrowed[1] == isinstance(node.op, ast.And):
+                self.narrow(narrowed[0])
             v = self.value(rest[0])
             if getattr(v, "kind", None) != Kind.BOOL:
                 raise self.error(rest[0], "`and`/`or` are supported on bools in a region")
             self.emit(ir.Move(out, v, self.line()))
-            self.short_circuit(node, out, rest[1:])
+            self.short_circuit(node, out, rest[1:], rest[0])
         if isinstance(node.op, ast.And):
             self.emit(ir.If(out, tuple(lazy.body), (), self.line()))
         else:
@@ -407,8 +415,10 @@ class ExpressionCompiler:
             return self.intrinsic(f"exact_{cmp}", Kind.BOOL, a, b)
         if ka == kb == Kind.STR and t in (ast.Eq, ast.NotEq):
             return self.intrinsic(f"str_{cmp}", Kind.BOOL, a, b)
-        if ka == Kind.DTYPE and kb == Kind.DTYPE and t in (ast.Eq, ast.NotEq):
+        if ka == kb and ka in (Kind.DTYPE, Kind.DEVICE) and t in (ast.Eq, ast.NotEq):
             return self.intrinsic(cmp, Kind.BOOL, a, b)
+        if {ka, kb} == {Kind.DEVICE, Kind.STR} and t in (ast.Eq, ast.NotEq):
+            return ir.Const(t is ast.NotEq, Kind.BOOL)  # a torch.device never equals a str
         if t in (ast.Eq, ast.NotEq) and (isinstance(a, ir.Tup) or isinstance(b, ir.Tup) or ka == Kind.INTS):
             lhs, rhs = self.as_ints(node, a), self.as_ints(node, b)
             return self.intrinsic(cmp, Kind.BOOL, lhs, rhs)
@@ -441,7 +451,7 @@ class ExpressionCompiler:
             a, b = b, a
         if isinstance(a, ir.Const) and a.kind == Kind.NONE:
             kind = getattr(b, "kind", None)
-            if kind == Kind.OPT_TENSOR:
+            if kind in ir.HELD_BY:
                 return self.intrinsic("is_none" if is_ else "is_not_none", Kind.BOOL, b)
             if isinstance(b, ir.Const) or kind is not None or isinstance(b, (ir.Tup, Static)):
                 same = isinstance(b, ir.Const) and b.kind == Kind.NONE
@@ -460,13 +470,16 @@ class ExpressionCompiler:
         raise self.error(node, "`is` is supported in a region to compare with None, tensors with tensors")
 
     def visit_IfExp(self, node: ast.IfExp) -> Any:
+        narrowed = self.narrowing(node.test)
         test = self.truth(node.test)
         if isinstance(test, ir.Const):
             return self.value(node.body if test.value else node.orelse)
         results = []
         bodies = []
-        for expr in (node.body, node.orelse):
+        for expr, which in ((node.body, True), (node.orelse, False)):
             with self.block() as path:
+                if narrowed is not None and narrowed[1] == which:
+                    self.narrow(narrowed[0])
                 results.append(self.value(expr))
             bodies.append(path.body)
         joined = self.join(node, "value", results, bodies)

@@ -32,8 +32,14 @@ class Kind(str, Enum):
     INTS = "I"  # a sequence of ints known at run time (sizes)
     TENSORS = "L"  # a list of tensors
     OPT_TENSOR = "O"  # a tensor or None
-    DEVICE = "D"  # a torch.device read from a tensor
+    DEVICE = "D"  # a torch.device (read from a tensor, or a parameter)
     ENUM = "o"  # a torch enum constant with no arithmetic: a memory format or a layout
+    OPT_INT = "J"  # an int or None
+    OPT_FLOAT = "G"  # a float or None
+    OPT_BOOL = "C"  # a bool or None
+    OPT_DTYPE = "E"  # a torch.dtype or None
+    NUMBER = "n"  # a parameter holding an int or a float (the body is compiled for each; Param.parts)
+    DEVICE_OR_STR = "V"  # a parameter holding a device string or a torch.device (likewise)
 
     def __str__(self) -> str:
         return self.value
@@ -55,7 +61,25 @@ KIND_NAMES = {
     Kind.OPT_TENSOR: "Tensor | None",
     Kind.DEVICE: "torch.device",
     Kind.ENUM: "constant",
+    Kind.OPT_INT: "int | None",
+    Kind.OPT_FLOAT: "float | None",
+    Kind.OPT_BOOL: "bool | None",
+    Kind.OPT_DTYPE: "torch.dtype | None",
+    Kind.NUMBER: "int | float",
+    Kind.DEVICE_OR_STR: "str | torch.device",
 }
+# Parameters that hold one of two kinds, told apart at run time: the kinds (the first when the
+# runtime's selector is set). Their functions are compiled once per combination (function.translate).
+VARIANTS = {Kind.NUMBER: (Kind.INT, Kind.FLOAT), Kind.DEVICE_OR_STR: (Kind.STR, Kind.DEVICE)}
+# The kinds of "X or None" and what they hold when not None.
+OPTIONAL_OF = {
+    Kind.TENSOR: Kind.OPT_TENSOR,
+    Kind.INT: Kind.OPT_INT,
+    Kind.FLOAT: Kind.OPT_FLOAT,
+    Kind.BOOL: Kind.OPT_BOOL,
+    Kind.DTYPE: Kind.OPT_DTYPE,
+}
+HELD_BY = {opt: kind for kind, opt in OPTIONAL_OF.items()}
 # The runtime's return-spec letter of each kind a region can return ("(...)" nests, "R<k>(...)" is a named tuple).
 RETURN_CODES = {
     Kind.TENSOR: "T",
@@ -144,6 +168,12 @@ INTRINSICS: dict[str, str] = {
     "or": "a or b, of two bools both already evaluated",
     "seq_contains": "x in s, for a sequence of ints",
     "same_tensor": "a is b of two tensors (or Tensor-or-None values)",
+    "device_type": "device.type: 'cpu', 'cuda', ...",
+    "device_index": "device.index: an int, or None",
+    "dtype_is_floating_point": "dtype.is_floating_point",
+    "dtype_is_complex": "dtype.is_complex",
+    "dtype_is_signed": "dtype.is_signed",
+    "dtype_itemsize": "dtype.itemsize",
     "str_eq": "a == b of two str",
     "str_ne": "a != b of two str",
     "min": "min(a, b) of two numbers of one kind: the first of equal values",
@@ -346,6 +376,8 @@ class Param:
     kind: Kind
     default: Any = None
     has_default: bool = False
+    # A VARIANTS parameter's variables: (the selector: BOOL, its value as the first kind, as the second).
+    parts: tuple[Var, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -227,7 +227,7 @@ class StatementCompiler:
         self.branch(node, test, node.body, node.orelse, narrowed)
 
     def narrowing(self, test: ast.expr) -> tuple[str, bool] | None:
-        """`x is None` / `x is not None` on a Tensor-or-None name: (name, branch where it is a Tensor)."""
+        """`x is None` / `x is not None` on a name holding X or None: (name, the branch where it holds an X)."""
         if (
             isinstance(test, ast.Compare)
             and len(test.ops) == 1
@@ -237,9 +237,14 @@ class StatementCompiler:
             and test.comparators[0].value is None
         ):
             value = self.locals.get(test.left.id)
-            if getattr(value, "kind", None) == Kind.OPT_TENSOR:
+            if getattr(value, "kind", None) in ir.HELD_BY:
                 return test.left.id, isinstance(test.ops[0], ast.IsNot)
         return None
+
+    def narrow(self, name: str) -> None:
+        """In a branch where `name` is known not to be None: what it holds."""
+        held = self.locals[name]
+        self.locals[name] = self.intrinsic("unwrap_optional", ir.HELD_BY[held.kind], held)
 
     def branch(
         self,
@@ -254,8 +259,7 @@ class StatementCompiler:
         for stmts, which in ((then, True), (orelse, False)):
             with self.block(before) as path:
                 if narrowed is not None and narrowed[1] == which:
-                    name = narrowed[0]
-                    self.locals[name] = self.intrinsic("unwrap_optional", Kind.TENSOR, self.locals[name])
+                    self.narrow(narrowed[0])
                 self.compile_body(stmts)
             paths.append(path)
         then_path, else_path = paths
@@ -308,8 +312,9 @@ class StatementCompiler:
                 tuple(self.join(node, name, [v.items[i] for v in vals], bodies) for i in range(len(first.items)))
             )
         kinds = {getattr(v, "kind", None) for v in vals}
-        if len(kinds) > 1 and kinds <= {Kind.NONE, Kind.TENSOR, Kind.OPT_TENSOR}:
-            kinds = {Kind.OPT_TENSOR}  # a tensor on one path, None on another
+        for held, optional in ir.OPTIONAL_OF.items():
+            if len(kinds) > 1 and kinds <= {Kind.NONE, held, optional}:
+                kinds = {optional}  # an X on one path, None on another
         if len(kinds) != 1 or None in kinds or Kind.NONE in kinds or Kind.ENUM in kinds:
             return Unbound(name, "it has different kinds of value in different branches")
         var = self.new_var(name, kinds.pop())

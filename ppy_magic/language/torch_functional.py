@@ -15,6 +15,7 @@ import torch
 from .adapter_registry import OPT_EINSUM, adapts, helper, unsupported
 
 _VF = torch._C._VariableFunctions
+_aten = torch.ops.aten
 
 # torch.functional's public names the adapters below cannot restate, and why.
 UNSUPPORTED = {
@@ -70,11 +71,12 @@ def broadcast_tensors(*tensors):
 
 
 @adapts(torch.meshgrid)
-def meshgrid(*tensors):
-    # torch.meshgrid(*tensors, indexing=None): the indexing= form needs keyword-only parameters
+def meshgrid(*tensors, indexing=None):
     if len(tensors) == 1 and (isinstance(tensors[0], tuple) or not isinstance(tensors[0], torch.Tensor)):
         tensors = tensors[0]
-    return _VF.meshgrid(tensors)
+    if indexing is None:
+        return _VF.meshgrid(tensors)
+    return _VF.meshgrid(tensors, indexing=indexing)
 
 
 @adapts(torch.stft)
@@ -304,9 +306,10 @@ def tensor_norm(self, p="fro", dim=None, keepdim=False, dtype=None):
 
 
 @adapts(torch.chain_matmul)
-def chain_matmul(*matrices):
-    # torch.chain_matmul(*matrices, out=None): the out= form needs keyword-only parameters
-    return _VF.chain_matmul(matrices)
+def chain_matmul(*matrices, out=None):
+    if out is None:
+        return _VF.chain_matmul(matrices)
+    return _VF.chain_matmul(matrices, out=out)
 
 
 @adapts(torch.lu)
@@ -332,6 +335,64 @@ def unflatten(self, dim, sizes):
     if not sizes:
         raise RuntimeError("unflatten: sizes must be non-empty")
     return torch.unflatten(self, dim, sizes)
+
+
+@adapts(methods=("to",))
+def tensor_to(self, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
+    # THPVariable_to (torch/csrc/autograd/python_variable_methods.cpp): parse_to_conversion takes a device
+    # and a dtype from to(dtype, ...), to(device=None, dtype=None, ...) or to(other, ...); then the dispatch
+    rest = args
+    if len(args) > 0 and isinstance(args[0], torch.Tensor):
+        if dtype is not None or device is not None:
+            return unsupported("Tensor.to(other) with dtype= or device= as well")
+        device = args[0].device
+        dtype = args[0].dtype
+        rest = args[1:]
+    elif len(args) > 0 and isinstance(args[0], torch.dtype):
+        if dtype is not None:
+            return unsupported("Tensor.to(dtype) with dtype= as well")
+        dtype = args[0]
+        rest = args[1:]
+    elif len(args) > 0:
+        if device is not None:
+            return unsupported("Tensor.to(device) with device= as well")
+        device = args[0]
+        rest = args[1:]
+        if len(rest) > 0 and isinstance(rest[0], torch.dtype):
+            dtype = rest[0]
+            rest = rest[1:]
+    if len(rest) > 2:
+        return unsupported("Tensor.to with more positional arguments than it takes")
+    if len(rest) > 0:
+        non_blocking = rest[0]
+    if len(rest) > 1:
+        copy = rest[1]
+    # a region's tensors are strided: self.options() has layout torch.strided
+    if device is None and dtype is None:
+        if not copy and memory_format is None:
+            return self
+        return _aten.to.dtype_layout(
+            self,
+            dtype=self.dtype,
+            layout=torch.strided,
+            device=self.device,
+            non_blocking=non_blocking,
+            copy=copy,
+            memory_format=memory_format,
+        )
+    if device is None:
+        return _aten.to.dtype(self, dtype, non_blocking, copy, memory_format)
+    if dtype is None:
+        return _aten.to.dtype_layout(
+            self,
+            dtype=self.dtype,
+            layout=torch.strided,
+            device=device,
+            non_blocking=non_blocking,
+            copy=copy,
+            memory_format=memory_format,
+        )
+    return _aten.to.device(self, device, dtype, non_blocking, copy, memory_format)
 
 
 # Tensor.float() and friends: PyTorch's binding calls self.to(dtype) (to.dtype).

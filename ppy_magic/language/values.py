@@ -25,6 +25,13 @@ ANNOTATIONS = {"Tensor": Kind.TENSOR, "float": Kind.FLOAT, "int": Kind.INT, "boo
 
 
 @dataclass(frozen=True)
+class KwArgs:
+    """A function's **kwargs: the keyword arguments its call gave beyond its parameters, by name."""
+
+    items: tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
 class Static:
     """A Python object known when the function is compiled (a module, a function, a type)."""
 
@@ -209,6 +216,8 @@ def structure_of(value: Any) -> Any:
     """A hashable description of a value: static parts exactly, runtime atoms by kind."""
     if isinstance(value, ir.Tup):
         return ("tuple", tuple(structure_of(v) for v in value.items), value.structseq, value.is_list)
+    if isinstance(value, KwArgs):
+        return ("kwargs", tuple((k, structure_of(v)) for k, v in value.items))
     if isinstance(value, ir.Var):
         return ("var", value.kind)
     if isinstance(value, ir.Const):
@@ -221,6 +230,8 @@ def structure_of(value: Any) -> Any:
 def atoms_of(value: Any) -> list:
     if isinstance(value, ir.Tup):
         return [a for v in value.items for a in atoms_of(v)]
+    if isinstance(value, KwArgs):
+        return [a for _, v in value.items for a in atoms_of(v)]
     return [value]
 
 
@@ -228,6 +239,8 @@ def kinds_of(structure: Any) -> tuple[Kind, ...]:
     tag = structure[0]
     if tag == "tuple":
         return tuple(k for s in structure[1] for k in kinds_of(s))
+    if tag == "kwargs":
+        return tuple(k for _, s in structure[1] for k in kinds_of(s))
     if tag == "var":
         return (structure[1],)
     return ()
@@ -237,6 +250,8 @@ def rebuild(structure: Any, runtime: Any) -> Any:
     tag = structure[0]
     if tag == "tuple":
         return ir.Tup(tuple(rebuild(s, runtime) for s in structure[1]), structure[2], structure[3])
+    if tag == "kwargs":
+        return KwArgs(tuple((k, rebuild(s, runtime)) for k, s in structure[1]))
     if tag == "var":
         return next(runtime)
     if tag == "const":

@@ -10,17 +10,20 @@
 
 namespace ppy {
 
-constexpr int kAbiVersion = 3;
+constexpr int kAbiVersion = 4;
 
 // One call argument, filled by the runtime from the Python argument according
 // to the parameter's kind letter (see region.py: ARG_KINDS).
 struct Arg {
   const at::Tensor* t = nullptr;                 // 'T', and 'O' when not None
   const std::vector<at::Tensor>* tl = nullptr;   // 'L'
-  double f = 0.0;                                // 'f'
-  int64_t i = 0;                                 // 'i', 'b'
-  const char* s = nullptr;                       // 's' (UTF-8)
-  bool none = false;                             // 'O', 'N'
+  const std::vector<int64_t>* il = nullptr;      // 'I' (a list, tuple or torch.Size of ints)
+  double f = 0.0;                                // 'f', 'G', 'n' (a float)
+  int64_t i = 0;                                 // 'i', 'b', 'J', 'C', 'n' (an int); 'd', 'E': the ScalarType
+  const char* s = nullptr;                       // 's', 'V' (UTF-8)
+  c10::Device device = c10::Device(c10::kCPU);  // 'D', 'V'
+  bool variant = false;                          // 'n': an int (else a float); 'V': a str (else a torch.device)
+  bool none = false;                             // 'O', 'N', and the optional kinds 'J', 'G', 'C', 'E'
 };
 
 // Python exceptions a region raises itself (where Python, not ATen, would

@@ -309,7 +309,11 @@ inline std::string py_str(at::ScalarType t) {  // str(torch.float32) == "torch.f
     default: return std::string("torch.") + c10::toString(t);
   }
 }
-inline std::string py_str(const at::Device& d) { return d.str(); }  // str(torch.device("cuda", 0)) == "cuda:0"
+inline std::string py_str(const at::Device& d) { return d.str(); }
+template <typename T>
+inline std::string py_str(const std::optional<T>& v) {  // an X or None
+  return v.has_value() ? py_str(*v) : std::string("None");
+}  // str(torch.device("cuda", 0)) == "cuda:0"
 inline std::string py_str(const std::vector<int64_t>& v) {  // a torch.Size
   std::string out = "torch.Size([";
   for (size_t k = 0; k < v.size(); ++k) out += (k ? ", " : "") + std::to_string(v[k]);

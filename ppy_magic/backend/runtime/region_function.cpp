@@ -11,6 +11,8 @@
 #include <structmember.h>
 
 #include <ATen/PythonTorchFunctionTLS.h>
+#include <torch/csrc/Device.h>
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 
@@ -53,7 +55,7 @@ struct RegionFunction {
   std::string* kinds;    // one letter per parameter
   std::string* ret;      // return spec
   uint64_t device_mask;  // bit per c10::DeviceType the region was built for
-  bool has_list;         // some parameter is a tensor list ('L')
+  bool has_list;         // some parameter is a tensor list ('L') or a sequence of ints ('I')
   Py_ssize_t calls;
   Py_ssize_t fallbacks;
 };
@@ -252,7 +254,11 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   c10::SmallVector<ppy::Arg, 8> cargs(nparams);
   // Only regions with tensor-list parameters pay for the vectors.
   std::unique_ptr<std::vector<at::Tensor>[]> lists;
-  if (self->has_list) lists.reset(new std::vector<at::Tensor>[nparams]);
+  std::unique_ptr<std::vector<int64_t>[]> int_lists;
+  if (self->has_list) {
+    lists.reset(new std::vector<at::Tensor>[nparams]);
+    int_lists.reset(new std::vector<int64_t>[nparams]);
+  }
   const char* reason = nullptr;
   int64_t work = 0;  // elements in all tensor arguments
   auto check_tensor = [&](PyObject* o) -> const at::Tensor* {
@@ -278,10 +284,79 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   for (Py_ssize_t p = 0; p < nparams && !reason; ++p) {
     PyObject* o = bound[p];
     ppy::Arg& a = cargs[p];
-    switch (kinds[p]) {
+    const char kind = kinds[p];
+    if ((kind == 'J' || kind == 'G' || kind == 'C' || kind == 'E') && o == Py_None) {
+      a.none = true;  // an optional kind holding None
+      continue;
+    }
+    switch (kind) {
       case 'T':
         a.t = check_tensor(o);
         break;
+      case 'n':  // an int or a float, told apart: Python keeps the value's type
+        if (PyFloat_CheckExact(o)) {
+          a.f = PyFloat_AS_DOUBLE(o);
+        } else if (PyLong_CheckExact(o)) {
+          int overflow = 0;
+          a.i = PyLong_AsLongLongAndOverflow(o, &overflow);
+          a.variant = true;
+          if (overflow) reason = "an int argument does not fit in 64 bits";
+        } else {
+          reason = "a number argument is neither exactly a Python int nor a float";
+        }
+        break;
+      case 'G':
+        if (PyFloat_CheckExact(o)) a.f = PyFloat_AS_DOUBLE(o);
+        else reason = "a float-or-None argument is neither exactly a Python float nor None";
+        break;
+      case 'J': {
+        if (!PyLong_CheckExact(o)) { reason = "an int-or-None argument is neither exactly a Python int nor None"; break; }
+        int overflow = 0;
+        a.i = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow) reason = "an int argument does not fit in 64 bits";
+        break;
+      }
+      case 'C':
+        if (PyBool_Check(o)) a.i = (o == Py_True);
+        else reason = "a bool-or-None argument is neither a Python bool nor None";
+        break;
+      case 'd':
+      case 'E':
+        if (THPDtype_Check(o)) a.i = static_cast<int64_t>(reinterpret_cast<THPDtype*>(o)->scalar_type);
+        else reason = "a dtype argument is not a torch.dtype";
+        break;
+      case 'D':
+        if (THPDevice_Check(o)) a.device = reinterpret_cast<THPDevice*>(o)->device;
+        else reason = "a device argument is not a torch.device";
+        break;
+      case 'V':  // a torch.device, or a device string (kept a str: Python does not convert it)
+        if (THPDevice_Check(o)) {
+          a.device = reinterpret_cast<THPDevice*>(o)->device;
+        } else if (PyUnicode_CheckExact(o)) {
+          a.s = PyUnicode_AsUTF8(o);
+          a.variant = true;
+          if (!a.s) { PyErr_Clear(); reason = "a device string is not valid UTF-8"; }
+        } else {
+          reason = "a device argument is neither a torch.device nor a str";
+        }
+        break;
+      case 'I': {  // a sequence of ints: a list, a tuple or a torch.Size
+        if (!PyList_CheckExact(o) && !PyTuple_Check(o)) {
+          reason = "a sizes argument is not a list or tuple of ints";
+          break;
+        }
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+        int_lists[p].reserve(n);
+        for (Py_ssize_t j = 0; j < n && !reason; ++j) {
+          PyObject* item = PySequence_Fast_GET_ITEM(o, j);
+          int overflow = 0;
+          const long long v = PyLong_CheckExact(item) ? PyLong_AsLongLongAndOverflow(item, &overflow) : 0;
+          if (!PyLong_CheckExact(item) || overflow) reason = "a sizes argument holds something other than ints";
+          else int_lists[p].push_back(v);
+        }
+        a.il = &int_lists[p];
+        break;
+      }
       case 'O':
         if (o == Py_None) a.none = true;
         else a.t = check_tensor(o);
@@ -485,7 +560,7 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   self->kinds = new std::string(kinds);
   self->ret = new std::string(ret);
   self->device_mask = mask;
-  self->has_list = std::strchr(kinds, 'L') != nullptr;
+  self->has_list = std::strchr(kinds, 'L') != nullptr || std::strchr(kinds, 'I') != nullptr;
   if (!self->dict) { Py_DECREF(self); return nullptr; }
   return (PyObject*)self;
 }
