@@ -95,6 +95,10 @@ FALLBACKS = FallbackLog()
 
 def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level: int) -> Any:
     devices = built_device_types()
+    # The defaults the call binds: the function's own objects, as Python passes them (a dtype, a tuple).
+    defaults = getattr(fn, "__defaults__", None) or ()
+    if len(defaults) != len(spec.defaults):
+        defaults = spec.defaults
     region = runtime.RegionFunction(
         fn,
         module,
@@ -103,9 +107,10 @@ def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level
         spec.ret,
         device_mask(devices),
         spec.param_names,
-        spec.defaults,
+        tuple(defaults),
         dict(spec.line_notes),
         tuple(spec.result_types),
+        spec.extras,
     )
     functools.update_wrapper(region, fn)
     region.__ppy_info__ = RegionInfo(spec, module.__name__, devices, level)

@@ -109,6 +109,38 @@ def named_fields(x):
     return m.values, m.indices, torch.sort(x, dim=-1).indices, s.logabsdet, torch.topk(x, 2).values
 
 
+@ppy.opt(0)
+def apply_twice(fn, x):
+    return fn(fn(x))
+
+
+@ppy.opt(3)
+def closures(x, scale: float):
+    act = lambda t: t * torch.sigmoid(t) * scale
+
+    def norm(t, eps=1e-5):
+        return t / (t.abs().sum() + eps)
+
+    y = act(x)
+    scale = scale * 2  # late binding, as in Python: act reads the new scale
+    return y, act(x), norm(x), apply_twice(lambda t: t + scale, x), apply_twice(norm, x)
+
+
+@ppy.opt(3)
+def star_ignored(x, *args, **kwargs):
+    return x * 2
+
+
+@ppy.opt(3)
+def star_passed_on(x, *args, **kwargs):
+    return F.softmax(x, *args, **kwargs)
+
+
+@ppy.opt(3)
+def first_call_kinds(x, s):
+    return x * s
+
+
 @ppy.opt(3)
 def infinities(x):
     return x.masked_fill(x > 1, math.inf), x.clamp(min=float("-inf"), max=-math.inf * -1), x * float("nan")
@@ -163,6 +195,9 @@ CALLS = {
     "dtype_checks": [((t(3),), {}), ((t(3, dtype=torch.float16),), {}), ((ints(3),), {})],
     "named_fields": [((t(2, 3, 4),), {})],
     "infinities": [((t(5),), {})],
+    "closures": [((t(4), 0.5), {}), ((t(4), 2), {})],
+    "star_ignored": [((t(3),), {}), ((t(3), 1, "two"), {"three": 3.0})],
+    "star_passed_on": [((t(2, 3),), {})],
 }
 
 
@@ -175,7 +210,29 @@ def cell():
 def test_every_function_compiles(cell):
     _, report = cell
     assert not report.python, report.python
-    assert sorted(report.compiled) == sorted(CALLS)
+    assert sorted(report.compiled) == sorted([*CALLS, "first_call_kinds"])
+
+
+def test_args_passed_on_run_the_python_body_when_given(cell):
+    ns, _ = cell
+    f = ns["star_passed_on"]
+    fallbacks = f.fallbacks
+    assert diff.compare_call(f, (t(2, 3), 0))[0] == diff.NO_RUN  # the region is for calls without them
+    assert f.fallbacks == fallbacks + 1
+
+
+def test_unannotated_parameters_take_the_kinds_of_the_first_call(cell):
+    ns, _ = cell
+    f = ns["first_call_kinds"]
+    x = t(3)
+    f(x, 2.0)  # the first call, with a float: the Python body runs, and the region is compiled for it
+    assert "first call" in f.__dict__["__ppy_first_call__"]
+    for s in (3.0, 4, 0.5):
+        assert diff.compare_call(f, (x, s))[0] == diff.MATCH
+    assert diff.compare_call(f, (ints(3), 2))[0] == diff.MATCH
+    assert diff.compare_call(f, (x, t(3)))[0] == diff.NO_RUN  # now a tensor is the other kind
+    g = ns["closures"]  # ran with its annotated kinds first: no first-call compilation
+    assert "__ppy_first_call__" not in g.__dict__
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))

@@ -43,6 +43,8 @@ class RegionSpec:
     frozen_globals: dict[str, Any]  # global name -> the value compiled in
     cpp: str  # this region's C++ (helpers and entry), for explain()
     result_types: tuple[type, ...] = ()  # the torch.return_types named tuples it returns
+    extras: int = 0  # arguments beyond the parameters the call may pass and the region ignores: 1 *args, 2 **kwargs
+    untyped: tuple[int, ...] = ()  # parameters with neither annotation nor default (ir.Function.untyped)
 
 
 @dataclass(frozen=True)
@@ -387,6 +389,8 @@ def generate(functions: list[ir.Function]) -> CellCode:
                 frozen_globals=dict(fn.frozen_globals),
                 cpp="\n".join(body),
                 result_types=fn.result_types,
+                extras=fn.extras,
+                untyped=fn.untyped,
             )
         )
     entries = ", ".join(f'{{"{s.name}", &ppy_r{s.index}::{s.symbol}}}' for s in specs) or "{nullptr, nullptr}"

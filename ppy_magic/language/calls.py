@@ -26,9 +26,11 @@ from .values import (
     PLAIN_FUNCTION,
     PLAIN_FUNCTION_HINT,
     CellFunction,
+    Closure,
     KwArgs,
     Static,
     TensorMethod,
+    Unbound,
     Unsupported,
     atoms_of,
     constant,
@@ -59,6 +61,8 @@ class CallCompiler:
             kwargs[kw.arg] = self.value(kw.value)
         if isinstance(func, TensorMethod):
             return self.method_call(node, func, args, kwargs)
+        if isinstance(func, Closure):
+            return self.call_closure(node, func, args, kwargs)
         if isinstance(func, Static):
             return self.static_call(node, func.value, args, kwargs)
         raise self.error(node.func, f"calling {ops.describe(func)} is not supported in a region")
@@ -282,6 +286,27 @@ class CallCompiler:
             return node, g, target.__code__.co_filename, file_lines
         return None
 
+    def call_closure(self, node: ast.Call, closure: Closure, args: list, kwargs: dict) -> Any:
+        """A lambda or nested def, compiled like a callee; its free names are extra arguments."""
+        if closure.env is not None:
+            env = closure.env
+        elif closure.owner == id(self):
+            env = tuple((n, self.locals[n]) for n in closure.free_names() if n in self.locals)
+        else:
+            raise self.error(node, "a function defined in another region's body cannot be called here")
+        for name, value in env:
+            if isinstance(value, Unbound):
+                raise self.error(node, f"'{name}' may be unbound here: {value.why}")
+        c = closure
+        return self.call_helper(node, c.node, c.g, c.filename, c.lines, args, kwargs, adapter=False, env=env)
+
+    def passed_on(self, value: Any) -> Any:
+        """A value given to another function: a closure of this one takes its free names' values now."""
+        if isinstance(value, Closure) and value.env is None and value.owner == id(self):
+            env = tuple((n, self.locals[n]) for n in value.free_names() if n in self.locals)
+            return Closure(value.node, value.owner, value.g, value.filename, value.lines, env)
+        return value
+
     def call_user(self, node: ast.Call, callee: tuple, args: list, kwargs: dict) -> Any:
         fdef, g, filename, lines = callee
         return self.call_helper(node, fdef, g, filename, lines, args, kwargs, adapter=False)
@@ -301,11 +326,18 @@ class CallCompiler:
         args: list,
         kwargs: dict,
         adapter: bool,
+        env: tuple[tuple[str, Any], ...] = (),
     ) -> Any:
         who = fdef.name
         if not adapter and (who in self.ctx.stack or who == self.region_name):
             raise self.error(node, f"'{who}' calls itself; recursion is not supported in a region")
+        args = [self.passed_on(a) for a in args]
+        kwargs = {k: self.passed_on(v) for k, v in kwargs.items()}
         names, bound = self.bind_arguments(node, fdef, g, args, kwargs)
+        for name, value in env:  # a closure's free names: extra arguments of its helper
+            if name not in bound:
+                names.append(name)
+                bound[name] = value
         key = (id(fdef), tuple((n, structure_of(bound[n])) for n in names))
         if key not in self.ctx.specialised:
             self.ctx.specialised[key] = self.specialise(node, fdef, g, filename, lines, names, bound, adapter)
@@ -390,7 +422,8 @@ class CallCompiler:
             raise self.error(node, f"'{fdef.name}' returns different kinds of value on different paths")
         structure = structures.pop()
         kinds = kinds_of(structure)
-        symbol = f"ppy_fn_{len(self.ctx.helpers)}_{fdef.name.strip('_')}"
+        stem = "".join(ch if ch.isalnum() else "_" for ch in fdef.name).strip("_") or "fn"  # <lambda>: lambda
+        symbol = f"ppy_fn_{len(self.ctx.helpers)}_{stem}"
         body = tuple(sub.body)
         self.ctx.helpers.append(ir.Helper(symbol, tuple(params), body, kinds, not adapter))
         if not adapter:
@@ -407,6 +440,9 @@ class CallCompiler:
             )
         if isinstance(value, KwArgs):
             return KwArgs(tuple((k, self.rename_params(v, k, params)) for k, v in value.items))
+        if isinstance(value, Closure) and value.env is not None:
+            env = tuple((k, self.rename_params(v, k, params)) for k, v in value.env)
+            return Closure(value.node, value.owner, value.g, value.filename, value.lines, env)
         if isinstance(value, ir.Var):
             var = self.new_var(name, value.kind)
             params.append(var)

@@ -25,6 +25,7 @@ from .values import (
     PY_UNARYOPS,
     SYMBOLS,
     CellFunction,
+    Closure,
     Static,
     TensorMethod,
     Unbound,
@@ -146,6 +147,15 @@ class ExpressionCompiler:
         if getattr(v, "kind", None) in (Kind.OPT_INT, Kind.OPT_FLOAT, Kind.OPT_BOOL, Kind.OPT_DTYPE):
             return [v]  # "None" or the value
         raise self.error(node, f"formatting {ops.describe(v)} in an f-string is not supported in a region")
+
+    def visit_Lambda(self, node: ast.Lambda) -> Closure:
+        fdef = ast.FunctionDef(
+            name="<lambda>", args=node.args, body=[ast.Return(node.body)], decorator_list=[], returns=None
+        )
+        ast.copy_location(fdef, node)
+        ast.copy_location(fdef.body[0], node.body)
+        fdef.end_lineno, fdef.end_col_offset = node.end_lineno, node.end_col_offset
+        return Closure(fdef, id(self), self.g, self.filename, self.source_lines)
 
     def visit_Tuple(self, node: ast.Tuple) -> ir.Tup:
         return ir.Tup(tuple(self.starred_items(node.elts)))

@@ -9,8 +9,8 @@ the offending node. The rules:
   tells the two apart; ``not_top_level`` is the refusal);
 - the level in ``@ppy.opt(...)`` is an int literal from 0 to ``MAX_LEVEL`` (``compile_decorated``);
 - it is not ``async``, not a generator, does not call itself, has no other decorator, and
-  its parameters are plain positional ones: no ``*args``/``**kwargs``, no keyword-only or
-  positional-only parameters (``check_function``, in this order);
+  its parameters are plain positional ones, with ``*args``/``**kwargs`` allowed, but no
+  keyword-only or positional-only parameters (``check_function``, in this order);
 - its body is in the region language (``function.translate``).
 
 The pipeline (a cell, a file) calls ``decorated_functions``, ``compile_decorated`` and
@@ -75,11 +75,19 @@ def compile_decorated(
     return compile_function(node, g, filename, list(lines), level)
 
 
-def compile_function(fn: FunctionNode, g: Globals, filename: str, source_lines: list[str], level: int) -> ir.Function:
-    """The IR of one function, or a located CompileError saying why it stays Python."""
+def compile_function(
+    fn: FunctionNode,
+    g: Globals,
+    filename: str,
+    source_lines: list[str],
+    level: int,
+    overrides: dict[str, ir.Kind] | None = None,
+) -> ir.Function:
+    """The IR of one function, or a located CompileError saying why it stays Python. `overrides`: the
+    kinds of unannotated parameters without a default (tensors otherwise), as a first call gave them."""
     check_function(fn, g, filename, source_lines)
     assert isinstance(fn, ast.FunctionDef)  # check_function refuses `async def`
-    return translate(fn, g, filename, source_lines, level)
+    return translate(fn, g, filename, source_lines, level, overrides)
 
 
 def check_function(fn: FunctionNode, g: Globals, filename: str, lines: Sequence[str]) -> None:
@@ -114,9 +122,6 @@ def check_function(fn: FunctionNode, g: Globals, filename: str, lines: Sequence[
             others[0], "a region cannot have other decorators", "Apply other decorators to a wrapper, or drop @ppy.opt."
         )
     a = fn.args
-    star = a.vararg or a.kwarg
-    if star is not None:
-        raise refuse(star, "*args and **kwargs are not supported in a region", "Name every parameter.")
     if a.kwonlyargs or a.posonlyargs:
         raise refuse(
             (a.kwonlyargs or a.posonlyargs)[0],

@@ -32,7 +32,7 @@ from .ir import Kind
 from .namespace import Globals, function_key
 from .pyvalues import PyValueCompiler
 from .statements import StatementCompiler
-from .values import HINTS, Unsupported, describe_node
+from .values import HINTS, KwArgs, Unsupported, describe_node
 
 # ---- located errors ------------------------------------------------------------------------------
 
@@ -206,7 +206,9 @@ class FunctionCompiler(
 MAX_VARIANTS = 3
 
 
-def _param(compiler: FunctionCompiler, arg: ast.arg, default: ast.expr | None) -> tuple[Kind | str, Any, bool]:
+def _param(
+    compiler: FunctionCompiler, arg: ast.arg, default: ast.expr | None, overrides: dict[str, Kind]
+) -> tuple[Kind | str, Any, bool]:
     """A parameter's kind, its default and whether it has one."""
     has_default = default is not None
     value = None
@@ -216,8 +218,8 @@ def _param(compiler: FunctionCompiler, arg: ast.arg, default: ast.expr | None) -
             raise compiler.error(default, "a default value must be a literal, a dtype or a torch.device in a region")
     ann = arg.annotation
     if ann is None:
-        if not has_default:
-            return Kind.TENSOR, None, False  # documented: unannotated parameters are tensors
+        if not has_default:  # a tensor, unless the first call said otherwise (pipeline.respecialise)
+            return overrides.get(arg.arg, Kind.TENSOR), None, False
         kind = param_kinds.default_kind(value)
         if kind is None:
             raise compiler.error(
@@ -255,21 +257,35 @@ def _compile_per_variant(comp: FunctionCompiler, body: list[ast.stmt], variants:
     comp.terminated = paths[0].terminated and paths[1].terminated
 
 
-def translate(fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list[str], level: int) -> ir.Function:
+def translate(
+    fn: ast.FunctionDef,
+    g: Globals,
+    filename: str,
+    source_lines: list[str],
+    level: int,
+    overrides: dict[str, Kind] | None = None,
+) -> ir.Function:
     """The IR of a function the front door accepted (plain positional parameters, no decorators
     but @ppy.opt, not async, no generator); CompileError if its body is outside the language.
 
     Two-kind parameters (ir.VARIANTS) are compiled for both kinds; where the body is outside the
     language for one of them (`min(a, 3.0)` of an int `a` may be an int or a float), the function is
     compiled for their second kind only, and a value of the first kind runs the Python body."""
+    overrides = overrides or {}
     try:
-        return _translate(fn, g, filename, source_lines, level, MAX_VARIANTS)
+        return _translate(fn, g, filename, source_lines, level, overrides, MAX_VARIANTS)
     except CompileError:
-        return _translate(fn, g, filename, source_lines, level, 0)
+        return _translate(fn, g, filename, source_lines, level, overrides, 0)
 
 
 def _translate(
-    fn: ast.FunctionDef, g: Globals, filename: str, source_lines: list[str], level: int, max_variants: int
+    fn: ast.FunctionDef,
+    g: Globals,
+    filename: str,
+    source_lines: list[str],
+    level: int,
+    overrides: dict[str, Kind],
+    max_variants: int,
 ) -> ir.Function:
     ctx = Context()
     comp = FunctionCompiler(fn, g, filename, source_lines, ctx, region_name=fn.name)
@@ -278,7 +294,7 @@ def _translate(
     variants: list[tuple[str, ir.Var, ir.Var, ir.Var]] = []  # (name, selector, as the first kind, the second)
     defaults = [None] * (len(a.args) - len(a.defaults)) + list(a.defaults)
     for arg, default in zip(a.args, defaults, strict=True):
-        kind, value, has_default = _param(comp, arg, default)
+        kind, value, has_default = _param(comp, arg, default, overrides)
         if kind in ir.VARIANTS and len(variants) < max_variants:
             first_kind, second_kind = ir.VARIANTS[kind]
             first = comp.new_var(arg.arg, first_kind)  # first: the parameter's own name, for keywords
@@ -292,10 +308,25 @@ def _translate(
         var = comp.new_var(arg.arg, kind)
         comp.locals[arg.arg] = var
         params.append(ir.Param(var.name, kind, value, has_default))
+    # *args and **kwargs: ignored when the body never reads them (the call may pass anything there);
+    # otherwise the region is for calls that pass none (others run the Python body) and they are empty.
+    extras = 0
+    read = {n.id for n in ast.walk(ast.Module(body=fn.body, type_ignores=[])) if isinstance(n, ast.Name)}
+    for star, bit, empty in ((a.vararg, 1, ir.Tup(())), (a.kwarg, 2, KwArgs(()))):
+        if star is not None:
+            if star.arg in read:
+                comp.locals[star.arg] = empty
+            else:
+                extras |= bit
     try:
         _compile_per_variant(comp, fn.body, variants)
     except Unsupported as exc:
         raise comp.error(fn, str(exc)) from None
+    except CompileError as err:
+        if not any(star is not None and star.arg in read for star in (a.vararg, a.kwarg)):
+            raise
+        hint = "The region is built for calls that pass nothing in *args and **kwargs; name what it reads."
+        raise CompileError(err.message, err.loc, hint, err.function, err._source_line) from None
     if not comp.terminated:
         raise comp.error(fn, "a region must end with `return`", "Return the result tensor(s).")
     specs = {s for s, _ in comp.returns}
@@ -325,4 +356,8 @@ def _translate(
         result_types=tuple(ctx.result_types),
         source_lines=lines,
         frozen_globals=dict(ctx.frozen),
+        extras=extras,
+        untyped=tuple(
+            i for i, (arg, d) in enumerate(zip(a.args, defaults, strict=True)) if arg.annotation is None and d is None
+        ),
     )

@@ -406,6 +406,8 @@ class Function:
     result_types: tuple[Any, ...] = ()  # structseq types named by 'R<k>' in ret
     source_lines: dict[int, str] = field(default_factory=dict, compare=False)
     frozen_globals: dict[str, Any] = field(default_factory=dict, compare=False)
+    extras: int = 0  # *args (1) and **kwargs (2) the body never reads: the runtime ignores what they would hold
+    untyped: tuple[int, ...] = ()  # parameters with neither annotation nor default: a tensor until a call says
 
     @property
     def kinds(self) -> str:

@@ -20,6 +20,7 @@ from .values import (
     RAISABLE_ERRORS,
     SYMBOLS,
     UNBOUND,
+    Closure,
     StarredRest,
     Unbound,
     atoms_of,
@@ -61,6 +62,12 @@ class StatementCompiler:
             or bool(getattr(fn, "__ppy_opt__", 0))
             or getattr(fn, "__ppy_region__", False) is True
         )
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        """A nested def: inlined where it is called (see values.Closure)."""
+        if node.decorator_list:
+            raise self.error(node.decorator_list[0], "a nested function with decorators is not supported in a region")
+        self.locals[node.name] = Closure(node, id(self), self.g, self.filename, self.source_lines)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         value = self.value(node.value)

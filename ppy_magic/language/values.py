@@ -24,6 +24,31 @@ from .ir import Kind
 ANNOTATIONS = {"Tensor": Kind.TENSOR, "float": Kind.FLOAT, "int": Kind.INT, "bool": Kind.BOOL, "str": Kind.STR}
 
 
+@dataclass(frozen=True, eq=False)
+class Closure:
+    """A lambda or a nested def of the function being compiled: inlined where it is called.
+
+    Its free names are read where it is called (Python's late binding) while its owner calls it;
+    passed to another function, it takes their values at that call (`env`)."""
+
+    node: ast.FunctionDef  # a lambda is a FunctionDef returning its expression
+    owner: int  # id() of the compiler of the function that defined it
+    g: Any  # the globals it was defined with
+    filename: str
+    lines: list[str]
+    env: tuple[tuple[str, Any], ...] | None = None
+
+    def free_names(self) -> list[str]:
+        """Names its body reads that are neither its parameters nor assigned in it."""
+        a = self.node.args
+        own = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
+        own |= {p.arg for p in (a.vararg, a.kwarg) if p is not None}
+        body = ast.Module(body=self.node.body, type_ignores=[])
+        stored = {n.id for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        read = [n.id for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+        return sorted(set(read) - own - stored)
+
+
 @dataclass(frozen=True)
 class KwArgs:
     """A function's **kwargs: the keyword arguments its call gave beyond its parameters, by name."""
@@ -218,6 +243,8 @@ def structure_of(value: Any) -> Any:
         return ("tuple", tuple(structure_of(v) for v in value.items), value.structseq, value.is_list)
     if isinstance(value, KwArgs):
         return ("kwargs", tuple((k, structure_of(v)) for k, v in value.items))
+    if isinstance(value, Closure):
+        return ("closure", id(value.node), tuple((k, structure_of(v)) for k, v in value.env or ()))
     if isinstance(value, ir.Var):
         return ("var", value.kind)
     if isinstance(value, ir.Const):
@@ -232,6 +259,8 @@ def atoms_of(value: Any) -> list:
         return [a for v in value.items for a in atoms_of(v)]
     if isinstance(value, KwArgs):
         return [a for _, v in value.items for a in atoms_of(v)]
+    if isinstance(value, Closure):
+        return [a for _, v in value.env or () for a in atoms_of(v)]
     return [value]
 
 

@@ -56,6 +56,8 @@ struct RegionFunction {
   std::string* ret;      // return spec
   uint64_t device_mask;  // bit per c10::DeviceType the region was built for
   bool has_list;         // some parameter is a tensor list ('L') or a sequence of ints ('I')
+  int extras;            // what the body ignores: 1 extra positional arguments (*args), 2 extra keywords
+  PyObject* first_call;  // callable(bound args) run once on the first failed guard, or nullptr
   Py_ssize_t calls;
   Py_ssize_t fallbacks;
 };
@@ -224,10 +226,10 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   // Bind positional and keyword arguments to parameter slots; anything
   // Python would reject (arity, unknown or repeated keyword) runs the Python
   // function so the user sees Python's own TypeError.
-  if (nargs > nparams || nparams > kMaxArgs)
+  if ((nargs > nparams && !(self->extras & 1)) || nparams > kMaxArgs)
     return fall_back(self, "arity differs from the compiled signature", args, nargsf, kwnames);
   PyObject* bound[kMaxArgs];
-  for (Py_ssize_t k = 0; k < nparams; ++k) bound[k] = k < nargs ? args[k] : nullptr;
+  for (Py_ssize_t k = 0; k < nparams; ++k) bound[k] = k < nargs ? args[k] : nullptr;  // beyond: *args, unread
   for (Py_ssize_t k = 0; k < nkw; ++k) {
     PyObject* key = PyTuple_GET_ITEM(kwnames, k);
     Py_ssize_t slot = -1;
@@ -235,6 +237,7 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
       PyObject* pname = PyTuple_GET_ITEM(self->param_names, p);
       if (pname == key || PyUnicode_Compare(pname, key) == 0) { slot = p; break; }
     }
+    if (slot < 0 && (self->extras & 2)) continue;  // into **kwargs, which the body never reads
     if (slot < 0 || bound[slot])
       return fall_back(self, "keyword arguments do not match the signature", args, nargsf, kwnames);
     bound[slot] = args[nargs + k];
@@ -403,7 +406,26 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
         reason = "internal: unknown parameter kind";
     }
   }
+  if (reason && self->first_call) {
+    // The first call, and the region was not built for it: its kinds may be what an unannotated parameter
+    // takes (the hook compiles the region for them). This call runs the Python body either way.
+    PyObject* hook = self->first_call;
+    self->first_call = nullptr;
+    PyObject* bound_args = PyTuple_New(nparams);
+    if (bound_args) {
+      for (Py_ssize_t p = 0; p < nparams; ++p) {
+        Py_INCREF(bound[p]);
+        PyTuple_SET_ITEM(bound_args, p, bound[p]);
+      }
+      PyObject* res = PyObject_CallOneArg(hook, bound_args);
+      Py_XDECREF(res);
+      Py_DECREF(bound_args);
+    }
+    if (PyErr_Occurred()) PyErr_WriteUnraisable(hook);  // a failed respecialisation never fails the call
+    Py_DECREF(hook);
+  }
   if (reason) return fall_back(self, reason, args, nargsf, kwnames);
+  Py_CLEAR(self->first_call);  // the first call ran the region: its kinds stay
 
   self->calls++;
   ppy::Out out;
@@ -470,6 +492,7 @@ int region_traverse(RegionFunction* self, visitproc visit, void* arg) {
   Py_VISIT(self->line_notes);
   Py_VISIT(self->result_types);
   Py_VISIT(self->last_reason);
+  Py_VISIT(self->first_call);
   return 0;
 }
 
@@ -482,6 +505,7 @@ int region_clear(RegionFunction* self) {
   Py_CLEAR(self->line_notes);
   Py_CLEAR(self->result_types);
   Py_CLEAR(self->last_reason);
+  Py_CLEAR(self->first_call);
   return 0;
 }
 
@@ -495,15 +519,16 @@ void region_dealloc(RegionFunction* self) {
 
 PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   static const char* kw[] = {"func", "owner", "index", "kinds", "ret", "device_mask",
-                             "param_names", "defaults", "line_notes", "result_types", nullptr};
+                             "param_names", "defaults", "line_notes", "result_types", "extras", nullptr};
   PyObject *func, *owner, *param_names, *defaults, *line_notes, *result_types;
   int index;
+  int extras = 0;
   const char *kinds, *ret;
   unsigned long long mask;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOissKO!O!O!O!", const_cast<char**>(kw), &func,
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOissKO!O!O!O!|i", const_cast<char**>(kw), &func,
                                    &owner, &index, &kinds, &ret, &mask, &PyTuple_Type, &param_names,
                                    &PyTuple_Type, &defaults, &PyDict_Type, &line_notes,
-                                   &PyTuple_Type, &result_types))
+                                   &PyTuple_Type, &result_types, &extras))
     return nullptr;
   if (!PyCallable_Check(func)) {
     PyErr_SetString(PyExc_TypeError, "func must be callable");
@@ -561,6 +586,8 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   self->ret = new std::string(ret);
   self->device_mask = mask;
   self->has_list = std::strchr(kinds, 'L') != nullptr || std::strchr(kinds, 'I') != nullptr;
+  self->extras = extras;
+  self->first_call = nullptr;
   if (!self->dict) { Py_DECREF(self); return nullptr; }
   return (PyObject*)self;
 }
@@ -613,7 +640,45 @@ PyObject* reset_counters(PyObject*, PyObject* obj) {
   Py_RETURN_NONE;
 }
 
+PyObject* set_first_call(PyObject*, PyObject* args) {
+  PyObject *obj, *hook;
+  if (!PyArg_ParseTuple(args, "O!O", &RegionFunctionType, &obj, &hook)) return nullptr;
+  auto* self = reinterpret_cast<RegionFunction*>(obj);
+  Py_XSETREF(self->first_call, hook == Py_None ? nullptr : (Py_INCREF(hook), hook));
+  Py_RETURN_NONE;
+}
+
+// `region` runs what `other` runs from now on: its entry, kinds and return, from another module. The
+// old module and strings stay alive (a call in another thread may still be using them).
+PyObject* retarget(PyObject*, PyObject* args) {
+  PyObject *a, *b;
+  if (!PyArg_ParseTuple(args, "O!O!", &RegionFunctionType, &a, &RegionFunctionType, &b)) return nullptr;
+  auto* self = reinterpret_cast<RegionFunction*>(a);
+  auto* other = reinterpret_cast<RegionFunction*>(b);
+  PyObject* retired = PyList_New(0);
+  if (!retired || PyList_Append(retired, self->owner) < 0 ||
+      PyDict_SetItemString(self->dict, "__ppy_retired_module__", retired) < 0) {
+    Py_XDECREF(retired);
+    return nullptr;
+  }
+  Py_DECREF(retired);
+  Py_INCREF(other->owner); Py_SETREF(self->owner, other->owner);
+  Py_INCREF(other->param_names); Py_SETREF(self->param_names, other->param_names);
+  Py_INCREF(other->defaults); Py_SETREF(self->defaults, other->defaults);
+  Py_INCREF(other->line_notes); Py_SETREF(self->line_notes, other->line_notes);
+  Py_INCREF(other->result_types); Py_SETREF(self->result_types, other->result_types);
+  self->kinds = new std::string(*other->kinds);  // the old strings are left alive on purpose
+  self->ret = new std::string(*other->ret);
+  self->has_list = other->has_list;
+  self->extras = other->extras;
+  self->entry = other->entry;
+  Py_RETURN_NONE;
+}
+
 PyMethodDef module_methods[] = {
+    {"set_first_call", set_first_call, METH_VARARGS,
+     "set_first_call(region, callable | None): callable(bound args) runs once, on the first failed guard"},
+    {"retarget", retarget, METH_VARARGS, "retarget(region, other): region runs what other runs from now on"},
     {"set_fallback_hook", set_fallback_hook, METH_O,
      "set_fallback_hook(callable | None): called as hook(region, reason) on each fallback"},
     {"reset_counters", reset_counters, METH_O, "reset_counters(region): zero calls and fallbacks"},
