@@ -93,7 +93,7 @@ class CallCompiler:
         t, name = m.receiver, m.name
         if name == "size":
             if not args and not kwargs:
-                return self.intrinsic("tensor_sizes", Kind.INTS, t)
+                return self.sized(self.intrinsic("tensor_sizes", Kind.INTS, t))
             d = args[0] if args else kwargs.get("dim")
             if getattr(d, "kind", None) == Kind.INT and len(args) + len(kwargs) == 1:
                 return self.intrinsic("tensor_size", Kind.INT, t, d)
@@ -446,5 +446,5 @@ class CallCompiler:
         if isinstance(value, ir.Var):
             var = self.new_var(name, value.kind)
             params.append(var)
-            return var
+            return self.sized(var) if value.size else var
         return value

@@ -102,7 +102,8 @@ class ExpressionCompiler:
         a = node.attr
         if a in self._TENSOR_ATTRIBUTES:
             name, kind = self._TENSOR_ATTRIBUTES[a]
-            return self.intrinsic(name, kind, t)
+            value = self.intrinsic(name, kind, t)
+            return self.sized(value) if a == "shape" else value
         if a in self._TENSOR_PROPERTIES:
             return self.call_op(
                 node, ops.OpSpec(self._TENSOR_PROPERTIES[a]), [t], {}, method=True, display=f"Tensor.{a}"
@@ -142,6 +143,13 @@ class ExpressionCompiler:
                 pieces += self.formatted(node, item)
             pieces.append(ir.Const(closing, Kind.STR))
             return pieces
+        if getattr(v, "kind", None) == Kind.INTS and not v.size:
+            raise self.error(
+                node,
+                "formatting a sequence of ints known only at run time is not supported in a region: "
+                "whether Python holds a tuple or a list there is not known when compiling",
+                "Format its items, or keep this function Python.",
+            )
         if getattr(v, "kind", None) in (Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.STR, Kind.INTS, Kind.DTYPE, Kind.DEVICE):
             return [v]
         if getattr(v, "kind", None) in (Kind.OPT_INT, Kind.OPT_FLOAT, Kind.OPT_BOOL, Kind.OPT_DTYPE):
@@ -262,7 +270,9 @@ class ExpressionCompiler:
         if type(op) is ast.Add and all(
             isinstance(v, ir.Tup) or getattr(v, "kind", None) == Kind.INTS for v in (lhs, rhs)
         ):
-            return self.intrinsic("seq_concat", Kind.INTS, self.as_ints(node, lhs), self.as_ints(node, rhs))
+            out = self.intrinsic("seq_concat", Kind.INTS, self.as_ints(node, lhs), self.as_ints(node, rhs))
+            # a torch.Size on either side makes a torch.Size (Size.__add__ and __radd__)
+            return self.sized(out) if getattr(lhs, "size", False) or getattr(rhs, "size", False) else out
         if type(op) is ast.Mult and isinstance(lhs, ir.Tup) and isinstance(rhs, ir.Const) and rhs.kind == Kind.INT:
             return ir.Tup(lhs.items * rhs.value, is_list=lhs.is_list)
         raise self.error(

@@ -18,6 +18,7 @@ has already accepted.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -163,6 +164,10 @@ class FunctionCompiler(
         var = self.new_var(base, kind, temp=base == "t")
         self.emit(ir.Assign((var,), value, self.line()))
         return var
+
+    def sized(self, var: ir.Var) -> ir.Var:
+        """`var`, known to be a torch.Size in Python (see ir.Var.size)."""
+        return dataclasses.replace(var, size=True)
 
     def intrinsic(self, name: str, kind: Kind, *args: ir.Atom) -> ir.Var:
         """A temporary of `kind` set from intrinsic `name` (one of ``ir.INTRINSICS``)."""

@@ -57,7 +57,8 @@ class IndexCompiler:
                 parts.append(v)
             if base.kind != Kind.INTS:
                 raise self.error(node, "slicing a list of tensors is not supported in a region")
-            return self.intrinsic("seq_slice", Kind.INTS, base, *parts)
+            out = self.intrinsic("seq_slice", Kind.INTS, base, *parts)
+            return self.sized(out) if getattr(base, "size", False) else out  # a slice of a torch.Size is one
         idx = self.value(node.slice)
         if getattr(idx, "kind", None) != Kind.INT:
             raise self.error(node.slice, "a sequence index must be an int")

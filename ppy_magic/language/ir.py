@@ -209,6 +209,9 @@ class Var:
     name: str  # unique within the function (the namer's choice)
     kind: Kind
     temp: bool = False  # a temporary of the flattening, never seen by Python code
+    # INTS only: the value is a torch.Size in Python (a tensor's sizes), not a tuple or a list: what
+    # str() of it and returning it give. Not part of the variable's identity.
+    size: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -184,6 +184,12 @@ class StatementCompiler:
                 return f"R{self.ctx.result_types.index(value.structseq)}({inner})"
             return f"({inner})"
         code = ir.RETURN_CODES.get(getattr(value, "kind", None))
+        if code is not None and value.kind == Kind.INTS and not value.size:
+            raise self.error(
+                node,
+                "a region returns sequences of ints as a torch.Size, and this one is a tuple or a list in Python",
+                "Return a tensor's sizes, or tuple(...) items written out.",
+            )
         if code is not None:
             if value.kind != Kind.NONE:
                 atoms.append(value)
@@ -308,7 +314,7 @@ class StatementCompiler:
         var = self.new_var(name, value.kind)
         self.emit(ir.Declare(var, self.line()))
         body.append(ir.Move(var, value, self.line()))
-        return var
+        return self.sized(var) if value.size else var
 
     def join(self, node: ast.AST, name: str, vals: list, bodies: list[list]) -> Any:
         first = vals[0]
@@ -328,7 +334,7 @@ class StatementCompiler:
         self.emit(ir.Declare(var, self.line()))
         for v, body in zip(vals, bodies, strict=True):
             body.append(ir.Move(var, v, self.line()))
-        return var
+        return self.sized(var) if all(getattr(v, "size", False) for v in vals) else var
 
     def visit_For(self, node: ast.For) -> None:
         if node.orelse:
@@ -411,7 +417,7 @@ class StatementCompiler:
         var = self.new_var(name, kind)
         self.emit(ir.Declare(var, self.line()))
         self.emit(ir.Move(var, value, self.line()))
-        return var
+        return self.sized(var) if getattr(value, "size", False) else var
 
     def store_carried(self, node: ast.AST, name: str, var: Any, value: Any) -> None:
         if isinstance(var, ir.Tup):

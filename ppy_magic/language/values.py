@@ -10,6 +10,7 @@ an intrinsic (``ir.INTRINSICS``) for values known only at run time.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 import operator
 from dataclasses import dataclass
@@ -246,7 +247,7 @@ def structure_of(value: Any) -> Any:
     if isinstance(value, Closure):
         return ("closure", id(value.node), tuple((k, structure_of(v)) for k, v in value.env or ()))
     if isinstance(value, ir.Var):
-        return ("var", value.kind)
+        return ("var", value.kind, value.size)
     if isinstance(value, ir.Const):
         return ("const", value.kind, repr(value.value))
     if isinstance(value, Static):
@@ -282,7 +283,8 @@ def rebuild(structure: Any, runtime: Any) -> Any:
     if tag == "kwargs":
         return KwArgs(tuple((k, rebuild(s, runtime)) for k, s in structure[1]))
     if tag == "var":
-        return next(runtime)
+        var = next(runtime)
+        return dataclasses.replace(var, size=True) if structure[2] else var
     if tag == "const":
         kind, text = structure[1], structure[2]
         # our own repr: of a literal, or of a torch dtype / enum constant ("torch.float32", "torch.channels_last")
