@@ -65,8 +65,8 @@ KIND_NAMES = {
     Kind.OPT_FLOAT: "float | None",
     Kind.OPT_BOOL: "bool | None",
     Kind.OPT_DTYPE: "torch.dtype | None",
-    Kind.NUMBER: "int | float",
-    Kind.DEVICE_OR_STR: "str | torch.device",
+    Kind.NUMBER: "float",  # an int is a float in typing: Python keeps it an int, and so does the region
+    Kind.DEVICE_OR_STR: "torch.device",  # or a device string, kept a str
 }
 # Parameters that hold one of two kinds, told apart at run time: the kinds (the first when the
 # runtime's selector is set). Their functions are compiled once per combination (function.translate).
