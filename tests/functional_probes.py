@@ -564,7 +564,12 @@ def p_triplet_margin_loss(a, p, n):
 
 @ppy.opt(3)
 def p_triplet_margin_with_distance_loss(a, p, n):
-    return F.triplet_margin_with_distance_loss(a, p, n), F.triplet_margin_with_distance_loss(a, p, n, swap=True)
+    cosine = lambda x, y: 1.0 - F.cosine_similarity(x, y)
+    return (
+        F.triplet_margin_with_distance_loss(a, p, n),
+        F.triplet_margin_with_distance_loss(a, p, n, swap=True),
+        F.triplet_margin_with_distance_loss(a, p, n, distance_function=cosine, margin=0.5),
+    )
 
 @ppy.opt(3)
 def p_ctc_loss(lp, targets, in_lens, tgt_lens):

@@ -473,7 +473,7 @@ class ExpressionCompiler:
             kind = getattr(b, "kind", None)
             if kind in ir.HELD_BY:
                 return self.intrinsic("is_none" if is_ else "is_not_none", Kind.BOOL, b)
-            if isinstance(b, ir.Const) or kind is not None or isinstance(b, (ir.Tup, Static)):
+            if isinstance(b, ir.Const) or kind is not None or isinstance(b, (ir.Tup, Static, Closure)):
                 same = isinstance(b, ir.Const) and b.kind == Kind.NONE
                 return ir.Const(same == is_, Kind.BOOL)
         if isinstance(a, Static) and isinstance(b, Static):

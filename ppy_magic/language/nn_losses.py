@@ -336,12 +336,12 @@ def triplet_margin_with_distance_loss(
             f"the same number of dimensions, but got: anchor {a_dim}D, "
             f"positive {p_dim}D, and negative {n_dim}D inputs"
         )
-    if distance_function is not None:
-        return unsupported("F.triplet_margin_with_distance_loss with a distance_function")
-    dist_pos = torch.pairwise_distance(anchor, positive)
-    dist_neg = torch.pairwise_distance(anchor, negative)
+    if distance_function is None:
+        distance_function = torch.pairwise_distance
+    dist_pos = distance_function(anchor, positive)
+    dist_neg = distance_function(anchor, negative)
     if swap:
-        dist_swap = torch.pairwise_distance(positive, negative)
+        dist_swap = distance_function(positive, negative)
         dist_neg = torch.minimum(dist_neg, dist_swap)
     loss = torch.clamp_min(margin + dist_pos - dist_neg, 0)
     if reduction == "sum":
@@ -383,7 +383,10 @@ def linear_cross_entropy(
     options=None,
 ):
     if options is not None:
-        return unsupported("F.linear_cross_entropy with options= (the chunked path)")
+        return unsupported(
+            "F.linear_cross_entropy with options= takes the chunked path (custom ops); "
+            "call it without options=, or keep the function Python"
+        )
     if input.dim() < 1 or input.dim() > 2:
         raise RuntimeError(f"expected input with dimensionality 1 or 2, got {input.dim()}")
     if linear_weight.dim() < 2:

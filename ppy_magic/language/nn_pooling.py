@@ -122,7 +122,8 @@ def max_pool3d_with_indices(
 ):
     if DETERMINISTIC:
         return unsupported(
-            "F.max_pool3d with indices under deterministic algorithms takes a Python decomposition on CUDA"
+            "F.max_pool3d with indices under torch.use_deterministic_algorithms(True) takes a Python decomposition "
+            "on CUDA; keep the function Python, or compile with deterministic algorithms off"
         )
     return _nn.max_pool3d_with_indices(input, kernel_size, _stride_or_empty(stride), padding, dilation, ceil_mode)
 
@@ -347,7 +348,7 @@ def _recomputed_size(input, scale_factor, dim):
             int(input.size(3) * scale_factor[1]),
             int(input.size(4) * scale_factor[2]),
         )
-    return unsupported("F.interpolate with more than three scale factors")
+    return unsupported("F.interpolate with more than three scale factors; eager takes 1 to 3 spatial dimensions")
 
 
 @helper
@@ -425,7 +426,10 @@ def interpolate(
             "Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a 4-D tensor as input"
         )
     if DETERMINISTIC and (mode == "bilinear" or mode == "trilinear"):
-        return unsupported("F.interpolate under deterministic algorithms takes a Python decomposition off the CPU")
+        return unsupported(
+            "F.interpolate (bilinear, trilinear) under torch.use_deterministic_algorithms(True) takes a Python "
+            "decomposition off the CPU; keep the function Python, or compile with deterministic algorithms off"
+        )
     if mode == "nearest":
         if input.dim() == 3:
             return _nn.upsample_nearest1d(input, output_size, scale_factors=_scales(scale_factors, 1))
@@ -597,6 +601,7 @@ def _min_of(sizes):
 def pad(input, pad, mode="constant", value=None):
     if DETERMINISTIC and mode == "replicate":
         return unsupported(
-            "F.pad(mode='replicate') under deterministic algorithms takes a Python decomposition on CUDA"
+            "F.pad(mode='replicate') under torch.use_deterministic_algorithms(True) takes a Python decomposition "
+            "on CUDA; keep the function Python, or compile with deterministic algorithms off"
         )
     return _nn.pad(input, pad, mode, value)

@@ -30,7 +30,9 @@ UNSUPPORTED = {
 def split(self, split_size, dim=0):
     # Tensor.split (torch.split calls it)
     if isinstance(split_size, torch.Tensor):
-        return unsupported("Tensor.split with a tensor of sizes reads its values (int(tensor))")
+        return unsupported(
+            "Tensor.split with a tensor of sizes reads its values (int(tensor)); pass an int or a list of ints"
+        )
     if isinstance(split_size, int):
         return _VF.split(self, split_size, dim)
     return _VF.split_with_sizes(self, split_size, dim)
@@ -54,13 +56,15 @@ def einsum(*args):
             return torch.einsum(equation, *_operands)
         if OPT_EINSUM:
             return unsupported(
-                "torch.einsum with a list of operands picks its contraction path from the shapes (opt_einsum)"
+                "torch.einsum with a list of operands picks its contraction path from the shapes (opt_einsum); "
+                "pass the operands as separate arguments, two at a time"
             )
         return _VF.einsum(equation, _operands)
     if len(operands) > 2 and OPT_EINSUM:
         return unsupported(
             "torch.einsum with more than two operands picks its contraction path from the shapes "
-            "at run time (opt_einsum)"
+            "at run time (opt_einsum); contract two operands at a time, "
+            "or set torch.backends.opt_einsum.enabled = False"
         )
     return _VF.einsum(equation, operands)
 
@@ -215,9 +219,11 @@ def _range_list(t, start, stop):
 @adapts(torch.tensordot)
 def tensordot(a, b, dims=2, out=None):
     if isinstance(dims, torch.Tensor):
-        return unsupported("torch.tensordot with dims as a tensor reads its values (.tolist())")
+        return unsupported(
+            "torch.tensordot with dims as a tensor reads its values (.tolist()); pass an int or two lists of ints"
+        )
     if not (isinstance(dims, tuple) or isinstance(dims, int)):
-        return unsupported("torch.tensordot with dims of this kind")
+        return unsupported("torch.tensordot with dims of this kind; pass an int or two lists of ints")
     if isinstance(dims, tuple):
         dims_a, dims_b = dims
     else:
@@ -315,7 +321,7 @@ def chain_matmul(*matrices, out=None):
 @adapts(torch.lu)
 def lu(A, pivot=True, get_infos=False, out=None):
     if out is not None:
-        return unsupported("torch.lu with out= resizes and copies into the given tensors")
+        return unsupported("torch.lu with out= resizes and copies into the given tensors; assign its results instead")
     result = torch._lu_with_info(A, pivot=pivot, check_errors=(not get_infos))
     if get_infos:
         return result
