@@ -18,9 +18,11 @@ import differential as diff
 import pytest
 import torch
 
-# Entries that count: 598 measured when this floor was set (the seed core: 18); raise it as coverage
+# Entries that count: 624 measured when this floor was set (the seed core: 18); raise it as coverage
 # grows (the issue's target is 150).
-COUNT_FLOOR = 595
+COUNT_FLOOR = 620
+# Of the entries named nn.functional.*: 113 of 118 measured (the issue asks for 95%).
+NN_FUNCTIONAL_SHARE = 0.95
 SAMPLES_PER_ENTRY = int(os.environ.get("PPY_OPINFO_SAMPLES", "8"))
 
 
@@ -168,6 +170,17 @@ def test_opinfo_coverage_floor(opinfo_run):
         f"{len(counting)} OpInfo entries count, fewer than the floor {COUNT_FLOOR}: " + ", ".join(counting)
     )
     assert {"add", "mul", "matmul"} <= set(counting)
+
+
+def test_nn_functional_share(opinfo_run):
+    named = [e.key for e in opinfo_run.entries if e.key.startswith("nn.functional.")]
+    counting = [k for k in opinfo_run.counting if k.startswith("nn.functional.")]
+    if not named:
+        pytest.skip("no nn.functional entries in this run")
+    missing = sorted(set(named) - set(counting))
+    assert len(counting) >= NN_FUNCTIONAL_SHARE * len(named), (
+        f"{len(counting)} of {len(named)} nn.functional entries count; not: " + ", ".join(missing)
+    )
 
 
 def test_every_entry_is_accounted_for(opinfo_run):
