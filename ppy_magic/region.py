@@ -110,7 +110,8 @@ def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level
         tuple(defaults),
         dict(spec.line_notes),
         tuple(spec.result_types),
-        spec.extras,
+        # *args/**kwargs the region ignores: only where the function has them (the argument is optional)
+        **({"extras": spec.extras} if spec.extras else {}),
     )
     functools.update_wrapper(region, fn)
     region.__ppy_info__ = RegionInfo(spec, module.__name__, devices, level)
