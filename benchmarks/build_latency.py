@@ -1,6 +1,6 @@
 """How long a %%ppy cell waits for its build, from an empty cache to a rerun (issue #4).
 
-    python benchmarks/build_latency.py [--keep]
+    python -m benchmarks.build_latency [--keep]
 
 Measures, in one run on an empty cache directory:
   1. the first cell (the runtime and the precompiled prelude build at the same time, then the cell);
@@ -148,8 +148,9 @@ def main() -> None:
     cache_dir = os.path.join(tmp, "cache")
     os.environ["PPY_CACHE_DIR"] = cache_dir
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    sys.path.insert(0, ROOT)
-    exec(SPAWN_COUNTER, globals())  # defines `spawned`
+    counter: dict = {}
+    exec(SPAWN_COUNTER, counter)  # counts from now on, in `spawned`
+    spawned = counter["spawned"]
     import torch
 
     from ppy_magic import backend

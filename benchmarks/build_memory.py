@@ -14,7 +14,7 @@ the largest single process's peak (getrusage, exact) and the tree's ratio to the
 runtime and the prelude are built at the same time (warmup, cold), two compilers run side by side,
 so the tree's peak is about the sum of theirs.
 
-    python benchmarks/build_memory.py [--limit-mb 1536]
+    python -m benchmarks.build_memory [--limit-mb 1536]
 
 Exits 1 only when the measurement is broken (a build failed or the block did not compile), not when
 the limit is exceeded: figures are for reading. Linux only (/proc).

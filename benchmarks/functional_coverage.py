@@ -2,11 +2,11 @@
 
 Generated from the installed torch: the static table (``ppy_magic.functional_coverage()``:
 a generated binding, an adapter, or Python with the reason) checked by compiling the
-probes of tests/functional_probes.py (one cell, one build) and comparing each probe
+probes of tests/support/functional_probes.py (one cell, one build) and comparing each probe
 with eager, gradients included. A name counts when it has a probe, every probe of it
 compiled and every call matched eager. The README quotes the last lines.
 
-    python benchmarks/functional_coverage.py [--static]
+    python -m benchmarks.functional_coverage [--static]
 
 --static prints the table without compiling anything.
 Exits 1 when a probe differs from eager or crashes.
@@ -15,24 +15,24 @@ Exits 1 when a probe differs from eager or crashes.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests"))
+from tests.support import functional_probes as fp
+from tests.support.batch import python_outcome
+from tests.support.cells import compile_cell, is_region
+from tests.support.eager import compare_call
+from tests.support.outcomes import FAILURES, MATCH, PYTHON
 
 
 def run_probes() -> dict[str, list[tuple[str, str]]]:
     """Public name -> [(status, detail)] of every call of every probe of it."""
-    import differential as diff
-    import functional_probes as fp
-
-    ns, report = diff.compile_text(fp.CELL, "<functional-probes>")
+    ns, report = compile_cell(fp.CELL, filename="<functional-probes>")
     results: dict[str, list[tuple[str, str]]] = {}
     for probe, (name, calls) in fp.PROBES.items():
         f = ns[probe]
         for make in calls:
             args, kwargs = make()
-            outcome = diff.compare_call(f, args, kwargs) if diff.is_region(f) else diff.python_outcome(f, report)
+            outcome = compare_call(f, args, kwargs) if is_region(f) else python_outcome(f, report)
             results.setdefault(name, []).append(outcome)
     return results
 
@@ -42,7 +42,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--static", action="store_true", help="the table only; compile nothing")
     args = parser.parse_args(argv)
 
-    import differential as diff
     import torch
 
     from ppy_magic.language import coverage
@@ -67,13 +66,13 @@ def main(argv: list[str] | None = None) -> int:
             statuses = {s for s, _ in outcomes}
             if not outcomes:
                 check = "no probe"
-            elif statuses == {diff.MATCH}:
+            elif statuses == {MATCH}:
                 check = f"compiled, matched eager ({len(outcomes)} calls)"
                 verified += 1
             else:
-                bad = next(d for s, d in outcomes if s != diff.MATCH)
-                check = f"{'stays Python' if statuses <= {diff.PYTHON} else 'FAILED'}: {bad}"
-                failed = failed or bool(statuses & set(diff.FAILURES))
+                bad = next(d for s, d in outcomes if s != MATCH)
+                check = f"{'stays Python' if statuses <= {PYTHON} else 'FAILED'}: {bad}"
+                failed = failed or bool(statuses & set(FAILURES))
             print(f"{e.name.ljust(width)}  {e.status:8}  {check[:160]}")
             if e.status == coverage.PYTHON:
                 print(f"{''.ljust(width)}  {'':8}  why: {e.detail}")

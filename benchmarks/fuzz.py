@@ -1,13 +1,16 @@
-"""Random straight-line programs over the op table, region vs eager, at scale.
+"""Random programs, region vs eager, at scale: straight-line programs over the op table, or with --control
+programs with control flow (branches on tensor values, loops with break/continue, lists).
 
-The tests run 200 programs; this runs as many as asked (the issue's bar is 10,000 with
-0 mismatches), batched into one C++ build per BATCH programs. A probe first keeps the op
-forms that compile (see tests/differential.py); hypothesis then draws the programs.
-Prints programs generated (and distinct), compiled, matched, stayed Python, mismatched,
-crashed, and where the time went; every mismatch with a cell that reproduces it.
+The tests run a few hundred programs; this runs as many as asked (the bar is 10,000 with
+0 mismatches, for each kind), batched into one C++ build per BATCH programs. Straight-line:
+a probe first keeps the op forms that compile (see tests/support/fuzz.py); hypothesis then
+draws the programs. Control flow: tests/support/control_fuzz.py draws them (outputs, errors
+and gradients compared alike; every one must compile). Prints programs generated (and
+distinct), compiled, matched, stayed Python, mismatched, crashed, and where the time went;
+every mismatch with a cell that reproduces it.
 
-    python benchmarks/fuzz.py [--programs 10000] [--batch 500] [--seed N] [--max-statements 6]
-                              [--exclude F.,softmax]
+    python -m benchmarks.fuzz [--programs 10000] [--batch 500] [--seed N] [--max-statements 6]
+                              [--exclude F.,softmax] [--control]
 
 Exits 1 when any program differs from eager, crashes, or a build fails.
 """
@@ -16,14 +19,24 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests"))
+import torch
 
-import differential as diff  # noqa: E402
-import torch  # noqa: E402
+from tests.support.batch import BatchStats, build_failures_text, canonical, run_cases
+from tests.support.fuzz import fuzz_forms, generate_programs, probe_fuzz
+from tests.support.outcomes import (
+    CRASH,
+    FAILURES,
+    MATCH,
+    MISMATCH,
+    NO_RUN,
+    NONDETERMINISTIC,
+    PYTHON,
+    count,
+    reproduction,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,21 +46,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="hypothesis seed (default: derandomized)")
     parser.add_argument("--max-statements", type=int, default=6)
     parser.add_argument("--exclude", default="", help="comma-separated substrings: leave out op forms containing any")
+    parser.add_argument("--control", action="store_true", help="programs with branches, loops and lists")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    if args.control:
+        return control(args)
 
     t0 = time.perf_counter()
-    stats = diff.BatchStats()
+    stats = BatchStats()
     excluded = [part for part in args.exclude.split(",") if part]
-    forms = [f for f in diff.fuzz_forms() if not any(part in f.template for part in excluded)]
-    support = diff.probe_fuzz(forms, stats=stats)
+    forms = [f for f in fuzz_forms() if not any(part in f.template for part in excluded)]
+    support = probe_fuzz(forms, stats=stats)
     print(
         f"probe: {len(support.forms)} of {len(forms)} op forms compile and match; "
         f"tuple returns {'compile' if support.tuple_returns else 'stay Python'}"
     )
-    probe_failures = [o for o in support.outcomes if o.status in diff.FAILURES]
+    probe_failures = [o for o in support.outcomes if o.status in FAILURES]
     t1 = time.perf_counter()
-    programs = diff.generate_programs(
+    programs = generate_programs(
         support.forms,
         args.programs,
         seed=args.seed,
@@ -56,34 +72,74 @@ def main(argv: list[str] | None = None) -> int:
     )
     t2 = time.perf_counter()
     cases = [p.case(f"prog{i}", label=f"program {i}") for i, p in enumerate(programs)]
-    outcomes = diff.run_cases(
+    outcomes = run_cases(
         cases, prefix="ppy-fuzz", chunk=args.batch, stats=stats, progress=lambda line: print("  " + line, flush=True)
     )
     t3 = time.perf_counter()
 
-    counts = diff.count(outcomes)
-    bodies = len({diff.canonical(c.source) for c in cases})
+    counts = count(outcomes)
+    bodies = len({canonical(c.source) for c in cases})
     print(f"programs generated: {len(programs)} (distinct in text or input shapes/dtypes; {bodies} distinct texts)")
-    print(f"compiled:           {len(outcomes) - counts[diff.PYTHON] - counts[diff.CRASH]}")
-    print(f"matched:            {counts[diff.MATCH]}")
-    print(f"stayed Python:      {counts[diff.PYTHON]}")
-    print(f"mismatched:         {counts[diff.MISMATCH]}")
-    print(f"did not run:        {counts[diff.NO_RUN]}")
-    print(f"crashed:            {counts[diff.CRASH]}")
-    print(f"eager-nondeterministic: {counts[diff.NONDETERMINISTIC]}")
+    print(f"compiled:           {len(outcomes) - counts[PYTHON] - counts[CRASH]}")
+    print(f"matched:            {counts[MATCH]}")
+    print(f"stayed Python:      {counts[PYTHON]}")
+    print(f"mismatched:         {counts[MISMATCH]}")
+    print(f"did not run:        {counts[NO_RUN]}")
+    print(f"crashed:            {counts[CRASH]}")
+    print(f"eager-nondeterministic: {counts[NONDETERMINISTIC]}")
     print(f"C++ build failures: {len(stats.build_failures)}")
     print(
         f"time: probe {t1 - t0:.1f} s, generate {t2 - t1:.1f} s, compile {stats.compile_seconds:.1f} s "
         f"in {stats.builds} builds, run and compare {stats.run_seconds:.1f} s, total {t3 - t0:.1f} s"
     )
-    reasons = collections.Counter(o.detail.split(": ", 1)[-1] for o in outcomes if o.status == diff.PYTHON)
+    reasons = collections.Counter(o.detail.split(": ", 1)[-1] for o in outcomes if o.status == PYTHON)
     for reason, n in reasons.most_common(10):
         print(f"  stays Python ({n}): {reason}")
-    bad = probe_failures + [o for o in outcomes if o.status in diff.FAILURES]
+    bad = probe_failures + [o for o in outcomes if o.status in FAILURES]
     for o in bad[:20]:
-        print(f"\n{o}\n{diff.reproduction(o)}")
+        print(f"\n{o}\n{reproduction(o)}")
     if stats.build_failures:
-        print("\nC++ builds failed:\n" + diff.build_failures_text(stats))
+        print("\nC++ builds failed:\n" + build_failures_text(stats))
+    return 1 if bad or stats.build_failures else 0
+
+
+def control(args: argparse.Namespace) -> int:
+    import warnings
+
+    from tests.support import control_fuzz
+
+    warnings.simplefilter("ignore")  # float() of a tensor that requires grad warns, in eager and in the region
+    t0 = time.perf_counter()
+    programs = control_fuzz.generate(args.programs, seed=args.seed or 0)
+    t1 = time.perf_counter()
+    cases = [p.case(f"ctl{i}", label=f"control program {i}") for i, p in enumerate(programs)]
+    stats = BatchStats()
+    outcomes = run_cases(
+        cases, prefix="ppy-fuzz-control", chunk=args.batch, stats=stats, progress=lambda line: print("  " + line)
+    )
+    t2 = time.perf_counter()
+    counts = count(outcomes)
+    bodies = ["\n".join(p.lines) for p in programs]
+    print(f"control-flow programs: {len(programs)} distinct ({len({canonical(c.source) for c in cases})} texts)")
+    for construct in ("if ", " if ", "while ", "for ", "break", "continue", "else:", ".append(", ".item()", "any("):
+        print(f"  with {construct!r:12} {sum(construct in body for body in bodies)}")
+    print(f"compiled:           {len(outcomes) - counts[PYTHON] - counts[CRASH]}")
+    print(f"matched:            {counts[MATCH]}")
+    print(f"stayed Python:      {counts[PYTHON]}")
+    print(f"mismatched:         {counts[MISMATCH]}")
+    print(f"did not run:        {counts[NO_RUN]}")
+    print(f"crashed:            {counts[CRASH]}")
+    print(f"eager-nondeterministic: {counts[NONDETERMINISTIC]}")
+    print(f"C++ build failures: {len(stats.build_failures)}")
+    print(
+        f"time: generate {t1 - t0:.1f} s, compile {stats.compile_seconds:.1f} s in {stats.builds} builds, "
+        f"run and compare {stats.run_seconds:.1f} s, total {t2 - t0:.1f} s"
+    )
+    bad = [o for o in outcomes if o.status in (*FAILURES, PYTHON)]
+    for o in bad[:20]:
+        print(f"\n{o}\n{reproduction(o)}")
+    if stats.build_failures:
+        print("\nC++ builds failed:\n" + build_failures_text(stats))
     return 1 if bad or stats.build_failures else 0
 
 

@@ -3,9 +3,9 @@
 One line per entry (op + variant): dtype, the forms generated (torch.f / x.f / operator),
 functions needed (samples x forms), compiled, matched, whether it counts (every function
 compiled and matched), and the first reason a function stayed Python. Then the totals
-the README quotes. The same run as tests/test_opinfo.py; see tests/differential.py.
+the README quotes. The same run as tests/test_opinfo.py; see tests/support/opinfo.py.
 
-    python benchmarks/opinfo_coverage.py [--samples 8] [--all-samples] [--only SUBSTRING]
+    python -m benchmarks.opinfo_coverage [--samples 8] [--all-samples] [--only SUBSTRING]
 
 --all-samples compiles every sample even when an entry's first sample stays Python.
 Exits 1 when any sample differs from eager, crashes, or a build fails.
@@ -14,14 +14,14 @@ Exits 1 when any sample differs from eager, crashes, or a build fails.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests"))
+import torch
 
-import differential as diff  # noqa: E402
-import torch  # noqa: E402
+from tests.support.batch import build_failures_text
+from tests.support.opinfo import opinfo_key, opinfo_table, run_opinfo
+from tests.support.outcomes import FAILURES, reproduction
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,26 +34,26 @@ def main(argv: list[str] | None = None) -> int:
 
     from torch.testing._internal.common_methods_invocations import op_db
 
-    ops = [op for op in op_db if args.only is None or args.only in diff.opinfo_key(op)]
+    ops = [op for op in op_db if args.only is None or args.only in opinfo_key(op)]
     t0 = time.perf_counter()
-    run = diff.run_opinfo(
+    run = run_opinfo(
         ops,
         cap=args.samples,
         probe_first=not args.all_samples,
         progress=lambda line: print("  " + line, file=sys.stderr, flush=True),
     )
     elapsed = time.perf_counter() - t0
-    print(diff.opinfo_table(run))
+    print(opinfo_table(run))
     print(
         f"time: {elapsed:.0f} s ({run.stats.compile_seconds:.0f} s compiling in {run.stats.builds} builds, "
         f"{run.stats.run_seconds:.0f} s running and comparing)"
     )
     print("\nentries that count: " + ", ".join(run.counting))
-    bad = [o for o in run.outcomes if o.status in diff.FAILURES]
+    bad = [o for o in run.outcomes if o.status in FAILURES]
     for o in bad[:20]:
-        print(f"\n{o}\n{diff.reproduction(o)}")
+        print(f"\n{o}\n{reproduction(o)}")
     if run.stats.build_failures:
-        print("\nC++ builds failed:\n" + diff.build_failures_text(run.stats))
+        print("\nC++ builds failed:\n" + build_failures_text(run.stats))
     return 1 if bad or run.stats.build_failures else 0
 
 

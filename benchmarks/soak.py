@@ -8,7 +8,7 @@ fallback each. The resident set size (``VmRSS``) is read after a warm-up and
 after each phase, with the garbage collector run first; what a leak would look
 like is RSS that grows with the number of calls.
 
-    python benchmarks/soak.py [--scale 0.1]
+    python -m benchmarks.soak [--scale 0.1]
 
 Prints each phase's calls, seconds, mismatches and RSS change, then the totals
 against the goals: RSS growth < 1 MB, 0 mismatches. Exits 1 if a goal is missed.

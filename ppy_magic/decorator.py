@@ -7,6 +7,7 @@ the compiled region instead, so a region is bound as soon as its ``def`` ran.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -39,11 +40,10 @@ def opt(level: Any = None) -> Any:
     def mark(fn: Callable) -> Callable:
         if not callable(fn):
             raise TypeError(f"@ppy.opt decorates functions, not {type(fn).__name__}")
-        try:
-            # What a plain-Python run records; a binder decides the level it compiles at.
+        # What a plain-Python run records; a binder decides the level it compiles at. Some callables
+        # (builtins, slotted objects) take no attributes: they are still decorated, just unmarked.
+        with contextlib.suppress(AttributeError, TypeError):
             fn.__ppy_opt__ = DEFAULT_LEVEL if level is None else level  # type: ignore[attr-defined]
-        except (AttributeError, TypeError):
-            pass
         binder = _active.get()
         if binder is not None:
             return binder.bind(fn, level)

@@ -84,7 +84,7 @@ class CellBinder(Binder):
         return Target(spec, self.module, self.runtime, level)
 
     def tell(self, fn: Callable, reason: str, hint: str | None) -> None:
-        self.report.stays_python(getattr(fn, "__name__", type(fn).__name__), reason, hint)
+        self.report.stays_python(_shown_name(fn), reason, hint)
 
     def make(self, target: Target, fn: Callable) -> Any:
         reg = super().make(target, fn)
@@ -92,6 +92,13 @@ class CellBinder(Binder):
         if target.spec.untyped and key in self.sources and self.cache is not None:
             self.runtime.set_first_call(reg, functools.partial(respecialise, self, reg, target.spec, key, fn))
         return reg
+
+
+def _shown_name(fn: Callable) -> str:
+    """`Cls.method` for a method of a top-level class, the function's name otherwise."""
+    name = getattr(fn, "__name__", type(fn).__name__)
+    qualname = getattr(fn, "__qualname__", name)
+    return qualname if qualname.count(".") == 1 and "<" not in qualname else name
 
 
 def respecialise(binder: CellBinder, reg: Any, spec: backend.RegionSpec, key: Key, fn: Callable, bound: tuple) -> None:
@@ -109,7 +116,7 @@ def respecialise(binder: CellBinder, reg: Any, spec: backend.RegionSpec, key: Ke
     assert binder.cache is not None
     node, g, lines, level = binder.sources[key]
     try:
-        function = frontend.compile_function(node, g, binder.filename, lines, level, overrides)
+        function = frontend.compile_function(node, g, binder.filename, lines, level, overrides=overrides)
         code = backend.generate([function])
         cell = binder.cache.load(backend.module_name("ppy_cell", code.text), code.text)
     except (CompileError, BuildError) as err:
@@ -145,6 +152,7 @@ def compile_source(
     lines = source.splitlines()
     g = collect_globals(tree, namespace)
     top, nested = frontend.decorated_functions(tree, g, default_level)
+    owners = frontend.method_owners(tree)
     report = CellReport()
     functions, failures = [], {}
     sources: dict[Key, tuple[Any, Globals, list[str], int]] = {}
@@ -153,18 +161,19 @@ def compile_source(
         try:
             if level_override is not None:
                 level = level_override  # -O: the written level does not matter
-            function = frontend.compile_decorated(node, g, filename, lines, level)
+            function = frontend.compile_decorated(node, g, filename, lines, level, owners.get(node))
             if function is None:
                 continue  # level 0: never compiled, not a failure
             functions.append(function)
-            if function.untyped:
+            if function.untyped and function.owner is None:  # a method's parameters stay as annotated
                 sources[key] = (node, g, lines, level)
         except CompileError as err:
             if strict:
                 raise err.with_function(node.name) from None
             failures[key] = err
             if level >= 0:  # an invalid level is reported by the decorator's own error when it runs
-                report.stays_python(node.name, err.reason, err.hint)
+                owner = owners.get(node)
+                report.stays_python(f"{owner.name}.{node.name}" if owner else node.name, err.reason, err.hint)
     for node, level in nested:
         key = function_key(node)
         if level >= 0 and effective_level(level, default_level, level_override) == 0:
@@ -208,7 +217,7 @@ def compile_source(
             raise
         reason = str(err) if isinstance(err, CacheError) else f"the C++ build failed: {err}"
         for fn in functions:
-            report.python.append((fn.name, reason))
+            report.python.append((fn.qualname, reason))
             failures[(fn.name, fn.first_line)] = CompileError(reason)
         located = backend.located_errors(err.log, code.line_map)  # the compiler's errors, at Python lines
         report.notes += located or ([_first_lines(err.log)] if err.log else [])
@@ -219,7 +228,7 @@ def compile_source(
     report.build_source = cell.source
     report.build_seconds = time.perf_counter() - t0
     report.module_name = cell.name
-    report.compiled = [fn.name for fn in functions]
+    report.compiled = [fn.qualname for fn in functions]
     binder.module = cell.module
     binder.runtime = runtime
     binder.regions = {(s.name, s.first_line): s for s in code.regions}

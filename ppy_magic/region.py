@@ -94,6 +94,8 @@ FALLBACKS = FallbackLog()
 
 
 def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level: int) -> Any:
+    """The RegionFunction of `spec` in `module`, standing for `fn`. A region that reads modules
+    (a method) gets its plan at its first call, when the classes it names exist."""
     devices = built_device_types()
     # The defaults the call binds: the function's own objects, as Python passes them (a dtype, a tuple).
     defaults = getattr(fn, "__defaults__", None) or ()
@@ -115,7 +117,95 @@ def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level
     )
     functools.update_wrapper(region, fn)
     region.__ppy_info__ = RegionInfo(spec, module.__name__, devices, level)
+    if spec.plan is not None:
+        runtime.set_resolver(region, PlanResolver(runtime, spec, fn))
     return region
+
+
+class PlanResolver:
+    """Gives a method region its plan once the classes the plan names exist (the cell has run).
+
+    A class of the cell is the one whose methods were compiled from the cell's lines: the
+    region's own class (``__set_name__``), or the class of that name in the function's
+    globals whose code lies in those lines. Until then the call runs the Python method."""
+
+    def __init__(self, runtime: Any, spec: RegionSpec, fn: Callable):
+        self.runtime = runtime
+        self.spec = spec
+        self.fn = fn
+
+    def __call__(self, region: Any) -> str | None:
+        plan = self.spec.plan
+        classes = {}
+        for ref in plan.classes():
+            cls = self.resolve(ref, region)
+            if isinstance(cls, str):
+                return cls
+            classes[ref] = cls
+        layouts = []
+        for lay in plan.layouts:
+            cls = classes.get(lay.cls) if lay.cls is not None else None
+            slots = []
+            for s in lay.slots:
+                expected = None
+                if s.how == "x":
+                    expected = self.method(cls, s)
+                    if isinstance(expected, str):
+                        return expected
+                slots.append((s.name, s.how, s.kind, s.optional, s.subs, s.pos, expected))
+            layouts.append((cls, lay.module, lay.inline, lay.keyed, lay.name, tuple(slots)))
+        self.runtime.set_plan(region, (plan.params, tuple(layouts), global_hook_dicts()))
+        return None
+
+    def method(self, cls: type, slot: Any) -> Any:
+        """The method of `cls` the region compiled inline (checked at each call to still be there),
+        or why the class's is another one."""
+        found = next((k.__dict__[slot.name] for k in cls.__mro__ if slot.name in k.__dict__), None)
+        if slot.origin == "torch":
+            if getattr(found, "__module__", "").startswith("torch."):
+                return found
+            return f"a {cls.__name__} whose {slot.name} is not torch's own (it was replaced): the region runs torch's"
+        code = getattr(getattr(found, "__wrapped__", None), "__code__", None)
+        filename = slot.origin or self.spec.filename
+        if getattr(found, "__ppy_region__", False) and code is not None and code.co_filename == filename:
+            decorators = getattr(found, "__ppy_info__", None)
+            first = decorators.spec.first_line if decorators is not None else code.co_firstlineno
+            if first == slot.pos:
+                return found
+        return f"a {cls.__name__} whose {slot.name} is not the method compiled into the region (it was replaced)"
+
+    def resolve(self, ref: Any, region: Any) -> Any:
+        if ref.obj is not None:
+            return ref.obj
+        owner = getattr(region, "__ppy_owner__", None)
+        first, last = ref.cell
+        if owner is not None and owner.__name__ == ref.name and _defined_in(owner, self.spec.filename, first, last):
+            return owner
+        cls = getattr(self.fn, "__globals__", {}).get(ref.name)
+        if isinstance(cls, type) and _defined_in(cls, self.spec.filename, first, last):
+            return cls
+        return f"the class {ref.name} of its cell is not defined yet (or was redefined)"
+
+
+def _defined_in(cls: type, filename: str, first: int, last: int) -> bool:
+    """Whether `cls` is the class written at lines `first`..`last` of `filename`."""
+    for value in vars(cls).values():
+        code = getattr(getattr(value, "__wrapped__", value), "__code__", None)
+        if code is not None and code.co_filename == filename and first <= code.co_firstlineno <= last:
+            return True
+    return False
+
+
+def global_hook_dicts() -> tuple[dict, ...]:
+    """torch's global module hooks: a region that calls submodules inline cannot run them."""
+    from torch.nn.modules import module as m
+
+    return (
+        m._global_forward_hooks,
+        m._global_forward_pre_hooks,
+        m._global_backward_hooks,
+        m._global_backward_pre_hooks,
+    )
 
 
 @dataclass
@@ -131,6 +221,7 @@ class Explanation:
     frozen_globals: dict[str, Any] = field(default_factory=dict)
     device_types: tuple[str, ...] = ()
     module_name: str | None = None
+    reads: tuple[str, ...] = ()  # a method: what it reads of each kind of module, per call
 
     def __str__(self) -> str:
         lines = []
@@ -147,6 +238,9 @@ class Explanation:
             if self.frozen_globals:
                 frozen = ", ".join(f"{k}={_short(v)}" for k, v in sorted(self.frozen_globals.items()))
                 lines.append(f"  globals frozen at compile time: {frozen}")
+            if self.reads:
+                lines.append("  read at each call (and checked):")
+                lines += [f"    {r}" for r in self.reads]
             lines.append("  generated C++:")
             lines += ["    " + ln for ln in (self.cpp or "").splitlines()]
         else:
@@ -190,4 +284,27 @@ def explain(f: Any) -> Explanation:
         dict(info.spec.frozen_globals),
         info.device_types,
         info.module_name,
+        _reads(info.spec.plan),
     )
+
+
+def _reads(plan: Any) -> tuple[str, ...]:
+    """One line per kind of module a method region reads: its class, checks, and the attributes."""
+    if plan is None:
+        return ()
+    out = []
+    for lay in plan.layouts:
+        names = [
+            s.name if s.how == "a" else f"[{s.name!r}]" if s.how == "k" else f"[{s.pos}]"
+            for s in lay.slots
+            if s.how in "akp"
+        ]
+        checks = ["exact class"] if lay.cls is not None else []
+        if lay.inline:
+            checks.append("no hooks")
+        checks += [f"{s.name} not replaced" for s in lay.slots if s.how == "x"]
+        if any(s.how == "l" for s in lay.slots):
+            names.append("its modules")
+        what = ", ".join(names) or "nothing"
+        out.append(f"{lay.name} ({'; '.join(checks) or 'any object'}): {what}")
+    return tuple(out)

@@ -20,9 +20,9 @@ import warnings
 
 import pytest
 import torch
-from conftest import python_wrapper
 
 from ppy_magic import artifact, backend, cli, explain
+from tests.support.processes import python_wrapper
 
 TRAIN = textwrap.dedent("""\
     # A tiny model trained with DistributedDataParallel; its forward and its loss call regions.
@@ -231,7 +231,7 @@ def test_build_writes_program_loader_extensions_and_manifest(built):
     regions = {r["name"]: r for r in m["regions"]}
     assert sorted(regions) == sorted(REGIONS)
     assert regions["head"]["signature"] == "head(h: Tensor, w: Tensor, b: Tensor, scale: float) -> Tensor"
-    assert regions["head"]["kinds"] == "TTTn" and regions["head"]["device_types"][0] == "cpu"
+    assert regions["head"]["kinds"] == "TTTF" and regions["head"]["device_types"][0] == "cpu"
     lines = TRAIN.splitlines()
     for r in regions.values():
         assert lines[r["first_line"] - 1].startswith("@ppy.opt") and lines[r["first_line"]].startswith("def ")

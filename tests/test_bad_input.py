@@ -20,12 +20,12 @@ import re
 import numpy as np
 import pytest
 import torch
-from conftest import assert_same
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 import ppy_magic
 from ppy_magic import backend
+from tests.support.cells import assert_same
 
 
 def run(ip, text: str):
@@ -79,10 +79,12 @@ def uses_print(x):
 
 
 @ppy.opt(3)
-def uses_while(x):
-    while x.sum() > 100:
-        x = x / 2
-    return x
+def uses_match(x):
+    match x.dim():
+        case 1:
+            return x / 2
+        case _:
+            return x
 
 
 @ppy.opt(3)
@@ -109,8 +111,8 @@ def uses_lambda(x):
 
 @ppy.opt(3)
 def uses_comprehension(x):
-    parts = [x * k for k in range(3)]
-    return torch.stack(parts)
+    parts = {k: x * k for k in range(3)}
+    return torch.stack([parts[0], parts[1], parts[2]])
 
 
 @ppy.opt(3)
@@ -227,10 +229,10 @@ def test_00_the_refusing_cell_loses_nothing(refused):
 UNSUPPORTED = [
     # (case, function, words the user must see, the construct's line)
     ("02a", "uses_print", ["call statement", "print(", "not supported", "no side effects"], 'print("x has'),
-    ("02b", "uses_while", ["`while`", "not supported", "Loops are not supported"], "while x.sum()"),
+    ("02b", "uses_match", ["`match`", "not supported"], "match x.dim()"),
     ("02c", "uses_try", ["`try`", "not supported", "handle them around the call"], "try:"),
     ("02d", "uses_with", ["`with`", "not supported", "put the `with` around the call"], "with torch.no_grad"),
-    ("02f", "uses_comprehension", ["comprehension", "not supported"], "parts = ["),
+    ("02f", "uses_comprehension", ["dict comprehension", "not supported"], "parts = {"),
     ("02g", "uses_yield", ["generator cannot be a region", "keep a generator as Python"], "def uses_yield"),
     ("02h", "uses_global", ["`global`", "not supported", "return the value instead"], "global LAST_INPUT"),
     ("03a", "uses_numpy", ["`np.tanh`", "torch operators"], "np.tanh"),
@@ -238,7 +240,6 @@ UNSUPPORTED = [
     ("06c", "keyword_only", ["keyword-only", "plain positional parameters"], "def keyword_only"),
     ("22", "calls_itself", ["cannot call itself", "keep a recursive function as Python"], "calls_itself(x - 1)"),
     ("11b", "uses_shell", ["system('echo hello')", "not supported"], "echo hello"),
-    ("05a", "method", ["only top-level functions", "Move the function to the top level"], "def method"),
     ("05b", "nested", ["only top-level functions", "Move the function to the top level"], "def nested"),
     ("05c", "asynchronous", ["async function cannot be a region", "Remove `async`"], "async def"),
     ("05d", "uses_yield", ["generator cannot be a region", "keep a generator as Python"], "def uses_yield"),
@@ -253,7 +254,7 @@ def test_02_to_06_unsupported_code_stays_python_with_a_located_reason(refused, c
         assert word.lower() in shown.lower(), (word, shown)
     line = cell_line(CELL_COMPILE, where)
     assert re.search(rf"at {line}:\d+: ", shown), (line, shown)
-    fn = refused["ns"]["Model"].method if name == "method" else refused["ns"][name]
+    fn = refused["ns"][name]
     assert not getattr(fn, "__ppy_region__", False)
     assert f"at {line}:" in str(ppy_magic.explain(fn))  # explain() repeats the reason
 
@@ -276,6 +277,15 @@ def test_02_unsupported_functions_still_run_as_python(refused, capsys):
     assert_same(ns["keyword_only"](x, scale=3.0), x * 3.0)
     assert_same(ns["Model"]().method(x), x + 1)
     assert_same(ns["nested"](x), x + 1)
+
+
+def test_05a_a_method_of_a_top_level_class_is_a_region(refused):
+    """A method of a class at the top of the cell compiles; the instance's attributes are read per call."""
+    model = refused["ns"]["Model"]
+    assert model.__dict__["method"].__ppy_region__ is True
+    assert "Model.method" in refused["shown"]
+    x = torch.tensor([1.0, 2.0])
+    assert_same(model().method(x), x + 1)
 
 
 def test_03b_a_plain_python_helper(refused):

@@ -8,6 +8,7 @@ cold (a private cache, `ppy warmup` on an empty directory) say so.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import json
@@ -19,13 +20,14 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 import torch
-from conftest import compile_cell
 
 from ppy_magic import backend, pipeline
 from ppy_magic.backend import prelude
+from tests.support.cells import compile_cell
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _RUN = f"{os.getpid() % 10_000}"  # keeps cells of this run apart from those of a kept cache
@@ -224,7 +226,7 @@ def test_a_pch_is_renamed_into_place_and_a_killed_build_leaves_nothing_gcc_would
         "fake-c++",
     ]
     pre.build(fake, ["-O2"])
-    assert not leftover.exists() and open(pre.pch).read() == "pch\n"
+    assert not leftover.exists() and Path(pre.pch).read_text() == "pch\n"
     assert pre.status().state == "ready"
     broken = prelude.Prelude(str(tmp_path / "broken"))
     monkeypatch.setenv("PPY_FAIL", "1")
@@ -322,10 +324,8 @@ def test_a_build_killed_mid_way_leaves_nothing_that_blocks_the_next(tmp_path, ca
 
 
 def with_suppressed(fn, *args) -> None:
-    try:
+    with contextlib.suppress(OSError):
         fn(*args)
-    except OSError:
-        pass
 
 
 @pytest.mark.slow
@@ -470,7 +470,7 @@ def test_a_pch_the_compiler_rejects_falls_back_to_plain_includes(unsafe_cache, t
     other = tmp_path / "ppy_prelude.h"
     other.write_text("#include <limits>\n")
     subprocess.run(["c++", "-std=c++20", "-O0", "-x", "c++-header", str(other), "-o", pre.pch], check=True)
-    meta = json.loads(open(pre.pch + ".json").read())
+    meta = json.loads(Path(pre.pch + ".json").read_text())
     meta["size"] = os.path.getsize(pre.pch)
     with open(pre.pch + ".json", "w") as fh:
         json.dump(meta, fh)

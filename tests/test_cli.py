@@ -66,7 +66,9 @@ def test_ppy_file_runs_as_main_with_argv(tmp_path):
 
         @ppy.opt(3)
         def stays(x):
-            while True:
+            try:
+                pass
+            finally:
                 pass
             return x
 
@@ -80,7 +82,7 @@ def test_ppy_file_runs_as_main_with_argv(tmp_path):
     assert "argv ['a', '--b']" in proc.stdout
     assert "region True False" in proc.stdout
     assert "value [2.0, 2.0]" in proc.stdout
-    assert re.search(r"'stays' stays Python: at 12:5: `while`", proc.stderr), proc.stderr
+    assert re.search(r"'stays' stays Python: at 12:5: `try`", proc.stderr), proc.stderr
 
 
 def test_ppy_reports_a_missing_file():

@@ -113,9 +113,9 @@ def test_kinds_are_an_enum_whose_values_are_the_runtimes_letters():
         """
     )
     (spec,) = code.regions
-    # a float parameter is a number: an int stays an int in it (Kind.NUMBER)
-    assert spec.kinds == "TnibO" and type(spec.kinds) is str and spec.ret == "T"
-    assert json.loads(json.dumps({"kinds": spec.kinds})) == {"kinds": "TnibO"}
+    # a float parameter holds an int or a float: an int stays an int in it (Kind.INT_OR_FLOAT)
+    assert spec.kinds == "TFibO" and type(spec.kinds) is str and spec.ret == "T"
+    assert json.loads(json.dumps({"kinds": spec.kinds})) == {"kinds": "TFibO"}
 
 
 SPELLING_CELL = """

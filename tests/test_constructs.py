@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import warnings
 
-import differential as diff
 import pytest
 import torch
+
+from tests.support.cells import compile_cell
+from tests.support.eager import compare_call
+from tests.support.outcomes import MATCH
 
 CELL = """
 import warnings
@@ -111,14 +114,14 @@ def t(*shape, grad=True):
 
 @pytest.fixture(scope="module")
 def ns():
-    ns, report = diff.compile_text(CELL, "<ppy-constructs>")
+    ns, report = compile_cell(CELL, filename="<ppy-constructs>")
     assert not report.python, report.python
     return ns
 
 
 def same(f, *args, **kwargs):
-    status, detail = diff.compare_call(f, args, kwargs)
-    assert status == diff.MATCH, detail
+    status, detail = compare_call(f, args, kwargs)
+    assert status == MATCH, detail
 
 
 def caught(f, *args):
@@ -147,12 +150,12 @@ def test_a_warning_turned_into_an_error_raises_it(ns):
 
 
 OP_WARNING = """
-import sys, warnings
-sys.path.insert(0, {tests!r})
-import differential as diff
+import warnings
 import torch
-ns, report = diff.compile_text(
-    "import torch\\nimport ppy\\n@ppy.opt(3)\\ndef f(a, b):\\n    return torch.chain_matmul(a, b)\\n", "<op-warning>"
+from tests.support.cells import compile_cell
+ns, report = compile_cell(
+    "import torch\\nimport ppy\\n@ppy.opt(3)\\ndef f(a, b):\\n    return torch.chain_matmul(a, b)\\n",
+    filename="<op-warning>",
 )
 with warnings.catch_warnings(record=True) as got:
     warnings.simplefilter("always")
@@ -168,11 +171,9 @@ def test_warnings_of_the_ops_themselves_reach_python():
     import subprocess
     import sys
 
-    tests = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(tests), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run(
-        [sys.executable, "-c", OP_WARNING.format(tests=tests)], capture_output=True, text=True, env=env, check=False
-    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", OP_WARNING], capture_output=True, text=True, env=env, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("UserWarning torch.chain_matmul is deprecated"), done.stdout
 

@@ -12,11 +12,11 @@ import threading
 
 import pytest
 import torch
-from conftest import assert_same, compile_cell, compile_error
 
 from ppy_magic import backend, explain
 from ppy_magic.errors import CompileError
 from ppy_magic.language import frontend, namespace
+from tests.support.cells import assert_same, compile_cell, compile_error
 
 CELL = '''
 import torch
@@ -84,8 +84,8 @@ def _compile_one(src: str) -> CompileError:
     "body, where, words",
     [
         ("    print(x)\n    return x", "at 3:5", "print(x)"),
-        ("    while x:\n        pass\n    return x", "at 3:5", "`while`"),
-        ("    y = [a for a in x]\n    return y", "at 3:9", "list comprehension"),
+        ("    try:\n        pass\n    finally:\n        pass\n    return x", "at 3:5", "`try`"),
+        ("    y = {a for a in x}\n    return y", "at 3:9", "set comprehension"),
         ("    return x.frobnicate()", "at 3:12", "frobnicate"),
         ("    return torch.matmul(x, 2)", "at 3:12", "matches no ATen overload"),
         ("    return unknown_thing(x)", "at 3:12", "unknown_thing"),

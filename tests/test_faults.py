@@ -29,10 +29,10 @@ import time
 
 import pytest
 import torch
-from conftest import compile_cell
 
 from ppy_magic import backend, cli
 from ppy_magic.backend import disk, eviction, safety
+from tests.support.cells import compile_cell
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _RUN = f"{os.getpid() % 10_000}"  # keeps cells of this run apart from those of a kept cache
@@ -93,7 +93,7 @@ CHILD = textwrap.dedent("""
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.path.join(ROOT, "tests"), **extra)
+    return dict(os.environ, PYTHONPATH=ROOT, **extra)  # tests.support and ppy_magic, from the root
 
 
 def start_child(tmp_path, source: str, *args: str, wrap: list[str] = (), env=None, **kw) -> subprocess.Popen:
@@ -307,7 +307,7 @@ def test_when_no_directory_can_be_written_the_function_stays_python(tmp_path, mo
     script = textwrap.dedent(f"""
         import json, os, tempfile, torch
         tempfile.tempdir = {str(locked)!r}
-        from conftest import compile_cell
+        from tests.support.cells import compile_cell
         ns, report = compile_cell(open({str(source)!r}).read())
         x, y = torch.randn(3, 4), torch.randn(3, 4)
         print(json.dumps({{"python": report.python, "region": getattr(ns["f"], "__ppy_region__", False),

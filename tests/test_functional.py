@@ -1,6 +1,6 @@
 """Every public function of torch.nn.functional and torch.functional, called from a region and compared with eager.
 
-The probes (tests/functional_probes.py) call each public name the way user code does,
+The probes (tests/support/functional_probes.py) call each public name the way user code does,
 with the options that matter (pad modes, pooling with indices, interpolate modes, loss
 reductions and weights, dropout in training and not); one cell, so this file costs one
 build. A probe that compiles must match eager bitwise, gradients included; one that
@@ -13,13 +13,16 @@ from __future__ import annotations
 import re
 import types
 
-import differential as diff
-import functional_probes as fp
 import pytest
 import torch
 
 import ppy_magic
 from ppy_magic.language import coverage
+from tests.support import functional_probes as fp
+from tests.support.batch import python_outcome
+from tests.support.cells import compile_cell, is_region
+from tests.support.eager import compare_call
+from tests.support.outcomes import FAILURES, MATCH, PYTHON
 
 # Public names of torch.nn.functional whose every probe compiled and matched when this floor was set (128 of 133).
 COMPILED_FLOOR = 128
@@ -27,28 +30,28 @@ COMPILED_FLOOR = 128
 
 @pytest.fixture(scope="module")
 def probes():
-    ns, report = diff.compile_text(fp.CELL, "<functional-probes>")
+    ns, report = compile_cell(fp.CELL, filename="<functional-probes>")
     results = {}
     for probe, (_, calls) in fp.PROBES.items():
         f = ns[probe]
         outcomes = []
         for make in calls:
             args, kwargs = make()
-            outcomes.append(diff.compare_call(f, args, kwargs) if diff.is_region(f) else diff.python_outcome(f, report))
+            outcomes.append(compare_call(f, args, kwargs) if is_region(f) else python_outcome(f, report))
         results[probe] = outcomes
     return results
 
 
 def test_no_probe_differs_from_eager(probes):
-    bad = [f"{p}: {s}: {d}" for p, outs in probes.items() for s, d in outs if s in diff.FAILURES]
+    bad = [f"{p}: {s}: {d}" for p, outs in probes.items() for s, d in outs if s in FAILURES]
     assert not bad, "\n".join(bad)
 
 
 def test_probes_that_stay_python_say_where_and_why(probes):
     located = re.compile(r"^at \d+:\d+: ")
-    bad = [f"{p}: {d}" for p, outs in probes.items() for s, d in outs if s == diff.PYTHON and not located.match(d)]
+    bad = [f"{p}: {d}" for p, outs in probes.items() for s, d in outs if s == PYTHON and not located.match(d)]
     assert not bad, "\n".join(bad)
-    leaked = [f"{p}: {d}" for p, outs in probes.items() for s, d in outs if s == diff.PYTHON and ".py" in d]
+    leaked = [f"{p}: {d}" for p, outs in probes.items() for s, d in outs if s == PYTHON and ".py" in d]
     assert not leaked, "\n".join(leaked)
 
 
@@ -56,7 +59,7 @@ def test_enough_of_torch_nn_functional_compiles(probes):
     per_name: dict[str, set] = {}
     for probe, (name, _) in fp.PROBES.items():
         per_name.setdefault(name, set()).update(s for s, _ in probes[probe])
-    compiled = sorted(n for n, s in per_name.items() if n.startswith("F.") and s == {diff.MATCH})
+    compiled = sorted(n for n, s in per_name.items() if n.startswith("F.") and s == {MATCH})
     print(f"\ntorch.nn.functional: {len(compiled)} public names compile and match: {', '.join(compiled)}")
     assert len(compiled) >= COMPILED_FLOOR, compiled
 

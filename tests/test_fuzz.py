@@ -13,20 +13,23 @@ from __future__ import annotations
 
 import os
 
-import differential as diff
 import pytest
+
+from tests.support.batch import BatchStats, build_failures_text, canonical, run_cases
+from tests.support.fuzz import fuzz_forms, generate_programs, probe_fuzz, program_text
+from tests.support.outcomes import FAILURES, MATCH, count, reproduction
 
 PROGRAMS = int(os.environ.get("PPY_FUZZ_PROGRAMS", "200"))
 
 
 @pytest.fixture(scope="module")
 def support():
-    return diff.probe_fuzz(diff.fuzz_forms())
+    return probe_fuzz(fuzz_forms())
 
 
 def test_every_probe_compiles_and_matches_or_stays_python(support):
-    bad = [o for o in support.outcomes if o.status in diff.FAILURES]
-    assert not bad, "\n".join(str(o) + "\n" + diff.reproduction(o) for o in bad)
+    bad = [o for o in support.outcomes if o.status in FAILURES]
+    assert not bad, "\n".join(str(o) + "\n" + reproduction(o) for o in bad)
 
 
 def test_the_core_forms_are_supported(support):
@@ -35,26 +38,26 @@ def test_the_core_forms_are_supported(support):
 
 
 def test_programs_are_reproducible(support):
-    one = [diff.program_text(p) for p in diff.generate_programs(support.forms, 20)]
-    two = [diff.program_text(p) for p in diff.generate_programs(support.forms, 20)]
+    one = [program_text(p) for p in generate_programs(support.forms, 20)]
+    two = [program_text(p) for p in generate_programs(support.forms, 20)]
     assert one == two and len(set(one)) > 5
-    programs = diff.generate_programs(support.forms, 50)
+    programs = generate_programs(support.forms, 50)
     assert len({(p.lines, p.params) for p in programs}) == len(programs) == 50
 
 
 def test_random_programs_match_eager(support):
-    programs = diff.generate_programs(support.forms, PROGRAMS, tuple_returns=support.tuple_returns)
+    programs = generate_programs(support.forms, PROGRAMS, tuple_returns=support.tuple_returns)
     cases = [p.case(f"prog{i}", label=f"program {i}") for i, p in enumerate(programs)]
-    stats = diff.BatchStats()
-    outcomes = diff.run_cases(cases, prefix="ppy-fuzz", chunk=max(len(cases), 1), stats=stats)
-    counts = diff.count(outcomes)
+    stats = BatchStats()
+    outcomes = run_cases(cases, prefix="ppy-fuzz", chunk=max(len(cases), 1), stats=stats)
+    counts = count(outcomes)
     print(
-        f"\nfuzz: {len(programs)} programs ({len({diff.canonical(c.source) for c in cases})} distinct texts) over "
+        f"\nfuzz: {len(programs)} programs ({len({canonical(c.source) for c in cases})} distinct texts) over "
         f"{len(support.forms)} forms: " + ", ".join(f"{k} {v}" for k, v in counts.items())
     )
-    bad = [o for o in outcomes if o.status in diff.FAILURES]
+    bad = [o for o in outcomes if o.status in FAILURES]
     assert not bad, f"{len(bad)} programs differ from eager or crashed:\n" + "\n\n".join(
-        f"{o}\n{diff.reproduction(o)}" for o in bad[:5]
+        f"{o}\n{reproduction(o)}" for o in bad[:5]
     )
-    assert not stats.build_failures, "C++ builds failed:\n" + diff.build_failures_text(stats)
-    assert counts[diff.MATCH] > 0, "no program compiled: " + "; ".join({o.detail for o in outcomes[:5]})
+    assert not stats.build_failures, "C++ builds failed:\n" + build_failures_text(stats)
+    assert counts[MATCH] > 0, "no program compiled: " + "; ".join({o.detail for o in outcomes[:5]})

@@ -9,9 +9,12 @@ One cell: this file costs one build.
 
 from __future__ import annotations
 
-import differential as diff
 import pytest
 import torch
+
+from tests.support.cells import compile_cell
+from tests.support.eager import compare_call
+from tests.support.outcomes import MATCH, NO_RUN
 
 CELL = """
 import math
@@ -203,7 +206,7 @@ CALLS = {
 
 @pytest.fixture(scope="module")
 def cell():
-    ns, report = diff.compile_text(CELL, "<ppy-kinds>")
+    ns, report = compile_cell(CELL, filename="<ppy-kinds>")
     return ns, report
 
 
@@ -217,7 +220,7 @@ def test_args_passed_on_run_the_python_body_when_given(cell):
     ns, _ = cell
     f = ns["star_passed_on"]
     fallbacks = f.fallbacks
-    assert diff.compare_call(f, (t(2, 3), 0))[0] == diff.NO_RUN  # the region is for calls without them
+    assert compare_call(f, (t(2, 3), 0))[0] == NO_RUN  # the region is for calls without them
     assert f.fallbacks == fallbacks + 1
 
 
@@ -228,9 +231,9 @@ def test_unannotated_parameters_take_the_kinds_of_the_first_call(cell):
     f(x, 2.0)  # the first call, with a float: the Python body runs, and the region is compiled for it
     assert "first call" in f.__dict__["__ppy_first_call__"]
     for s in (3.0, 4, 0.5):
-        assert diff.compare_call(f, (x, s))[0] == diff.MATCH
-    assert diff.compare_call(f, (ints(3), 2))[0] == diff.MATCH
-    assert diff.compare_call(f, (x, t(3)))[0] == diff.NO_RUN  # now a tensor is the other kind
+        assert compare_call(f, (x, s))[0] == MATCH
+    assert compare_call(f, (ints(3), 2))[0] == MATCH
+    assert compare_call(f, (x, t(3)))[0] == NO_RUN  # now a tensor is the other kind
     g = ns["closures"]  # ran with its annotated kinds first: no first-call compilation
     assert "__ppy_first_call__" not in g.__dict__
 
@@ -240,8 +243,8 @@ def test_each_call_runs_as_the_region_and_matches_eager(cell, name):
     ns, _ = cell
     bad = []
     for i, (args, kwargs) in enumerate(CALLS[name]):
-        status, detail = diff.compare_call(ns[name], args, kwargs)
-        if status != diff.MATCH:
+        status, detail = compare_call(ns[name], args, kwargs)
+        if status != MATCH:
             bad.append(f"call {i}: {status}: {detail}")
     assert not bad, "\n".join(bad)
 
@@ -255,7 +258,7 @@ def test_a_float_parameter_keeps_an_int_an_int(cell):
         with pytest.raises(ValueError) as info:
             f(ints(4), gamma)
         assert str(info.value) == text
-        assert diff.compare_call(f, (ints(4), gamma))[0] == diff.MATCH
+        assert compare_call(f, (ints(4), gamma))[0] == MATCH
 
 
 def test_guards_send_other_kinds_to_python(cell):

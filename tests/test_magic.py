@@ -12,7 +12,6 @@ import warnings
 
 import pytest
 import torch
-from conftest import assert_same
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
@@ -20,6 +19,7 @@ import ppy_magic
 from ppy_magic import pipeline
 from ppy_magic.language import frontend, namespace
 from ppy_magic.region import PpyFallbackWarning
+from tests.support.cells import assert_same
 
 OPTIONS = ("strict", "verbose", "cache_dir", "show_build_status", "default_level", "warn_fallback")
 
@@ -139,11 +139,11 @@ def test_config_magic_sets_an_option_for_every_cell(ip):
     try:
         ip.run_line_magic("config", "PpyMagics.strict = True")
         assert magics(ip).strict is True
-        result, shown = run(
-            ip, "%%ppy\nimport ppy\n@ppy.opt(2)\ndef s(x):\n    while True:\n        pass\n    return x\n"
-        )
+        cell = "%%ppy\nimport ppy\n@ppy.opt(2)\ndef s(x):\n    try:\n        pass\n    finally:\n"
+        cell += "        pass\n    return x\n"
+        result, shown = run(ip, cell)
         assert isinstance(result.error_in_exec, ppy_magic.CompileError)
-        assert "'s' cannot be compiled: at 5:5: `while` is not supported in a region" in shown
+        assert "'s' cannot be compiled: at 5:5: `try` is not supported in a region" in shown
     finally:
         ip.run_line_magic("config", "PpyMagics.strict = False")
     assert magics(ip).strict is False

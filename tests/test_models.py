@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import re
 
-import differential as diff
 import pytest
 import torch
+
+from tests.support.batch import BUILD_FAILED, python_outcome
+from tests.support.cells import compile_cell, is_region
+from tests.support.eager import compare_call
+from tests.support.outcomes import CRASH, FAILURES, MATCH, PYTHON
 
 CELL = """
 import math
@@ -578,14 +582,14 @@ def _cell_for(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def cell():
-    ns, report = diff.compile_text(CELL, "<ppy-models>")
+    ns, report = compile_cell(CELL, filename="<ppy-models>")
     return ns, report
 
 
 @pytest.fixture(scope="module")
 def build_failure(cell):
     _, report = cell
-    return next((r for _, r in report.python if r.startswith(diff.BUILD_FAILED)), None)
+    return next((r for _, r in report.python if r.startswith(BUILD_FAILED)), None)
 
 
 @pytest.fixture(scope="module")
@@ -597,17 +601,17 @@ def outcomes(cell, build_failure):
         if build_failure is not None:
             # The whole cell's build failed (a compiler bug, failed on its own below): compile each function
             # alone so that the lists still say which functions compile and match.
-            sub_ns, rep = diff.compile_text(_cell_for(name), f"<ppy-models-{name}>")
+            sub_ns, rep = compile_cell(_cell_for(name), filename=f"<ppy-models-{name}>")
             f = sub_ns[name]
         per_call = []
         for make in calls:
             args, kwargs = make()
-            if diff.is_region(f):
-                per_call.append(diff.compare_call(f, args, kwargs))
+            if is_region(f):
+                per_call.append(compare_call(f, args, kwargs))
             else:
-                per_call.append(diff.python_outcome(f, rep))
+                per_call.append(python_outcome(f, rep))
         results[name] = per_call
-    compiled = [n for n, r in results.items() if r[0][0] not in (diff.PYTHON, diff.CRASH)]
+    compiled = [n for n, r in results.items() if r[0][0] not in (PYTHON, CRASH)]
     print(f"\nmodels: {len(compiled)} of {len(results)} functions compiled: {', '.join(compiled)}")
     return results
 
@@ -635,7 +639,7 @@ def test_no_model_function_differs_from_eager(outcomes):
         f"{name} (call {i}): {status}: {detail}"
         for name, results in outcomes.items()
         for i, (status, detail) in enumerate(results)
-        if status in diff.FAILURES
+        if status in FAILURES
     ]
     assert not bad, "MISMATCH or crash in model code:\n" + "\n".join(bad)
 
@@ -644,7 +648,7 @@ def test_every_model_function_compiles(outcomes):
     python = [
         f"{name}: {results[0][1]}"
         for name, results in outcomes.items()
-        if name not in CONTROL_FLOW and results[0][0] == diff.PYTHON
+        if name not in CONTROL_FLOW and results[0][0] == PYTHON
     ]
     assert not python, f"{len(python)} model functions stay Python:\n" + "\n".join(python)
 
@@ -653,9 +657,9 @@ def test_model_functions_that_compiled_match_on_every_call(outcomes):
     partial = [
         f"{name} (call {i}): {status}: {detail}"
         for name, results in outcomes.items()
-        if results[0][0] not in (diff.PYTHON, diff.CRASH)
+        if results[0][0] not in (PYTHON, CRASH)
         for i, (status, detail) in enumerate(results)
-        if status != diff.MATCH
+        if status != MATCH
     ]
     assert not partial, "\n".join(partial)
 
@@ -672,7 +676,7 @@ def test_control_flow_compiles_and_matches_or_stays_python_with_a_located_reason
     unlocated = []
     for name in CONTROL_FLOW:
         status, reason = outcomes[name][0]
-        if status == diff.PYTHON and not LOCATED.match(reason):
+        if status == PYTHON and not LOCATED.match(reason):
             unlocated.append(f"{name}: {reason}")
     assert not unlocated, "control flow stays Python without a located reason:\n" + "\n".join(unlocated)
 
@@ -681,6 +685,6 @@ def test_reasons_do_not_leak_compiler_internals(outcomes):
     leaked = [
         f"{name}: {results[0][1]}"
         for name, results in outcomes.items()
-        if results[0][0] == diff.PYTHON and (not LOCATED.match(results[0][1]) or INTERNALS.search(results[0][1]))
+        if results[0][0] == PYTHON and (not LOCATED.match(results[0][1]) or INTERNALS.search(results[0][1]))
     ]
     assert not leaked, "reasons without a location, or with the compiler's internals in them:\n" + "\n".join(leaked)

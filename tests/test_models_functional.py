@@ -6,15 +6,19 @@ with batch norm in training, UNet up-sampling with F.pad, squeeze-excitation, a 
 transformer), and the parameter kinds such code uses (``Optional[int]``, ``torch.dtype``,
 a ``float`` parameter given an int, ``str`` choices). Each is a ``@ppy.opt(3)``
 function of one cell (one build); every one must compile and match eager bitwise,
-gradients included (tests/differential.py compares outputs, inputs after the call,
+gradients included (tests/support/eager.py compares outputs, inputs after the call,
 the generator's state and gradients).
 """
 
 from __future__ import annotations
 
-import differential as diff
 import pytest
 import torch
+
+from tests.support.batch import python_outcome
+from tests.support.cells import compile_cell, is_region
+from tests.support.eager import compare_call
+from tests.support.outcomes import CRASH, FAILURES, MATCH, PYTHON
 
 CELL = """
 import math
@@ -436,16 +440,16 @@ def test_every_function_of_the_cell_has_inputs():
 
 @pytest.fixture(scope="module")
 def outcomes():
-    ns, report = diff.compile_text(CELL, "<ppy-models-functional>")
+    ns, report = compile_cell(CELL, filename="<ppy-models-functional>")
     results = {}
     for name, calls in CALLS.items():
         f = ns[name]
         per_call = []
         for make in calls:
             args, kwargs = make()
-            per_call.append(diff.compare_call(f, args, kwargs) if diff.is_region(f) else diff.python_outcome(f, report))
+            per_call.append(compare_call(f, args, kwargs) if is_region(f) else python_outcome(f, report))
         results[name] = per_call
-    compiled = [n for n, r in results.items() if r[0][0] not in (diff.PYTHON, diff.CRASH)]
+    compiled = [n for n, r in results.items() if r[0][0] not in (PYTHON, CRASH)]
     print(f"\nfunctional models: {len(compiled)} of {len(results)} compiled: {', '.join(compiled)}")
     return results
 
@@ -455,18 +459,18 @@ def test_no_model_function_differs_from_eager(outcomes):
         f"{name} (call {i}): {status}: {detail}"
         for name, results in outcomes.items()
         for i, (status, detail) in enumerate(results)
-        if status in diff.FAILURES
+        if status in FAILURES
     ]
     assert not bad, "MISMATCH or crash in model code:\n" + "\n".join(bad)
 
 
 def test_every_model_function_compiles_and_matches(outcomes):
-    python = [f"{name}: {results[0][1]}" for name, results in outcomes.items() if results[0][0] == diff.PYTHON]
+    python = [f"{name}: {results[0][1]}" for name, results in outcomes.items() if results[0][0] == PYTHON]
     assert not python, f"{len(python)} model functions stay Python:\n" + "\n".join(python)
     partial = [
         f"{name} (call {i}): {status}: {detail}"
         for name, results in outcomes.items()
         for i, (status, detail) in enumerate(results)
-        if status != diff.MATCH
+        if status != MATCH
     ]
     assert not partial, "\n".join(partial)

@@ -34,6 +34,8 @@ from .. import backend
 from ..backend import RegionSpec
 from ..errors import ShownError
 from ..language import ir
+from ..language.classes import ClassRef
+from ..language.modules import Layout, Plan, Slot
 from ..language.namespace import Key
 
 FORMAT = "ppy_magic.artifact"
@@ -224,6 +226,66 @@ class RegionRecord:
         return dataclasses.replace(self.spec, filename=filename)
 
 
+def plan_json(plan: Plan) -> dict[str, Any]:
+    """A method region's plan as JSON: classes by import, or by their lines in the program."""
+
+    def cls(ref: ClassRef | None) -> Any:
+        if ref is None:
+            return None
+        if ref.cell is not None:
+            return {"program": [ref.name, *ref.cell]}
+        where = importable_name(ref.obj)
+        if where is None:
+            raise ArtifactError(
+                f"a region reads a {ref.name}, a class an artifact cannot name (define it in the program, "
+                "or import it from a module)"
+            )
+        return {"import": [where[0], where[1]]}
+
+    return {
+        "params": list(plan.params),
+        "layouts": [
+            {
+                "class": cls(lay.cls),
+                "module": lay.module,
+                "inline": lay.inline,
+                "keyed": lay.keyed,
+                "name": lay.name,
+                "slots": [[s.name, s.how, s.kind, s.optional, list(s.subs), s.pos, s.origin] for s in lay.slots],
+            }
+            for lay in plan.layouts
+        ],
+    }
+
+
+def plan_from_json(data: dict[str, Any]) -> Plan:
+    def cls(enc: Any) -> ClassRef | None:
+        if enc is None:
+            return None
+        if "program" in enc:
+            name, first, last = enc["program"]
+            return ClassRef(str(name), None, (int(first), int(last)))
+        module, name = enc["import"]
+        obj = getattr(importlib.import_module(module), name)
+        return ClassRef(obj.__name__, obj)
+
+    def slot(n: Any, h: Any, k: Any, o: Any, subs: Any, pos: Any, origin: Any) -> Slot:
+        return Slot(str(n), str(h), str(k), bool(o), tuple(int(i) for i in subs), int(pos), str(origin))
+
+    layouts = tuple(
+        Layout(
+            cls(lay["class"]),
+            bool(lay["module"]),
+            bool(lay["inline"]),
+            bool(lay["keyed"]),
+            str(lay["name"]),
+            tuple(slot(*s) for s in lay["slots"]),
+        )
+        for lay in data["layouts"]
+    )
+    return Plan(tuple(int(p) for p in data["params"]), layouts)
+
+
 Codec = tuple[Callable[[Any], Any], Callable[[Any], Any]]  # (value -> JSON, JSON -> value)
 
 
@@ -249,6 +311,12 @@ _CODECS: dict[Any, Codec] = {
     tuple[type, ...]: (
         lambda ts: [t.__name__ for t in ts],
         lambda names: tuple(getattr(torch.return_types, n) for n in names),
+    ),
+    str | None: (_same, _same),  # a method's class
+    # what a method reads of its modules, classes by where they are found
+    Plan | None: (
+        lambda p: None if p is None else plan_json(p),
+        lambda d: None if d is None else plan_from_json(d),
     ),
 }
 _LOCAL = {"filename"}  # RegionSpec fields that describe this process, not the artifact: never recorded
@@ -388,6 +456,9 @@ def signature_text(spec: RegionSpec) -> str:
     first_default = len(spec.param_names) - len(spec.defaults)
     params = []
     for i, (p, k) in enumerate(zip(spec.param_names, spec.kinds, strict=True)):
+        if k == ir.Kind.MODULE.value:
+            params.append(p)  # the instance
+            continue
         text = f"{p}: {names.get(k, k)}"
         if i >= first_default:
             text += f" = {spec.defaults[i - first_default]!r}"
@@ -397,7 +468,7 @@ def signature_text(spec: RegionSpec) -> str:
         ret_text = "tuple[" + ", ".join(names.get(k, k) for k in ret[1:-1]) + "]"
     else:
         ret_text = names.get(ret, ret)
-    return f"{spec.name}({', '.join(params)}) -> {ret_text}"
+    return f"{spec.qualname}({', '.join(params)}) -> {ret_text}"
 
 
 def region_record(

@@ -207,7 +207,7 @@ def build_program(
     Returns what was written and the build summary.
     """
     from .. import pipeline
-    from ..language.frontend import decorated_functions
+    from ..language.frontend import decorated_functions, method_owners
     from ..language.namespace import collect_globals
 
     try:
@@ -227,9 +227,10 @@ def build_program(
         raise ArtifactError(f"no region of {path} was built, so there is no artifact to write ({why})")
     lines = source.splitlines()
     tree = ast.parse(source, path)
+    top_level = [*tree.body, *method_owners(tree)]  # functions, and methods of the top-level classes
     last_lines = {
         function_key(node): node.end_lineno
-        for node in tree.body
+        for node in top_level
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     }
     devices = region.built_device_types()

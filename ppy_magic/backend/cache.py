@@ -691,7 +691,12 @@ def runtime_source() -> str:
 
 
 def runtime_name() -> str:
-    return module_name("ppy_runtime", runtime_source())
+    # The headers the runtime includes from its own directory are part of what it is built from.
+    headers = "".join(read_text(os.path.join(RUNTIME_DIR, h)) for h in RUNTIME_HEADERS)
+    return module_name("ppy_runtime", runtime_source() + "\n" + headers)
+
+
+RUNTIME_HEADERS = ("module_plan.h",)
 
 
 def load_runtime(cache: Cache) -> types.ModuleType:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..language import ir
 from ..language.ir import Kind
+from ..language.modules import Plan
 from . import cpp
 from .cpp import NAME, atom, cpp_literal, expr
 
@@ -45,6 +46,8 @@ class RegionSpec:
     result_types: tuple[type, ...] = ()  # the torch.return_types named tuples it returns
     extras: int = 0  # arguments beyond the parameters the call may pass and the region ignores: 1 *args, 2 **kwargs
     untyped: tuple[int, ...] = ()  # parameters with neither annotation nor default (ir.Function.untyped)
+    owner: str | None = None  # a method: its class's name
+    plan: Plan | None = None  # a method: what the runtime reads of its module parameters
 
 
 @dataclass(frozen=True)
@@ -102,14 +105,29 @@ def _uses(stmt: ir.Stmt) -> set[str]:
         add(stmt.message)
     elif isinstance(stmt, ir.If):
         add(stmt.cond)
-        for s in stmt.then + stmt.orelse:
-            out |= _uses(s)
     elif isinstance(stmt, ir.For):
         for a in (stmt.start, stmt.stop, stmt.step):
             add(a)
-        for s in stmt.body:
-            out |= _uses(s)
+    elif isinstance(stmt, ir.ForEach):
+        for a in stmt.seqs + tuple(x for x in stmt.starts if x is not None):
+            add(a)
+    for s in _children(stmt):
+        out |= _uses(s)
     return out
+
+
+def _children(stmt: ir.Stmt) -> tuple[ir.Stmt, ...]:
+    """The statements nested in a branch or a loop."""
+    if isinstance(stmt, ir.If):
+        return stmt.then + stmt.orelse
+    if isinstance(stmt, (ir.For, ir.ForEach, ir.Loop)):
+        return stmt.body
+    return ()
+
+
+# Straight-line code polls for interrupts (ppy::poll: a signal pending? other threads waiting for the
+# GIL?) before every POLL_EVERY-th ATen call; every loop polls once per iteration.
+POLL_EVERY = 8
 
 
 class Emitter:
@@ -121,6 +139,8 @@ class Emitter:
         self.track_lines = track_lines
         self.helper = helper
         self.current_line = 0
+        self.unpolled = 0  # ATen calls emitted since the last poll
+        self.loops = 0  # loops around the statement being emitted (names their counters)
 
     def out(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
@@ -153,7 +173,30 @@ class Emitter:
                 for var in frees.get(i, ()):
                     self.out(depth, f"{NAME(var)}.reset();")  # dropped here, as eager drops it
 
+    def poll(self, depth: int) -> None:
+        self.out(depth, "ppy::poll(ppy_frame);")
+        self.unpolled = 0
+
+    def count_call(self, value: ir.Expr, depth: int) -> None:
+        if isinstance(value, (ir.Call, ir.GetItem)):
+            if self.unpolled >= POLL_EVERY:
+                self.poll(depth)
+            self.unpolled += 1
+
+    def loop_body(self, body: tuple[ir.Stmt, ...], depth: int, head: list[str] = ()) -> None:
+        """A loop's body: it polls first, then `head` (the iteration's variables), then the statements."""
+        self.loops += 1
+        self.current_line = 0
+        self.poll(depth)
+        for text in head:
+            self.out(depth, text)
+        self.block(body, depth)
+        self.loops -= 1
+        self.current_line = 0
+
     def stmt(self, s: ir.Stmt, depth: int) -> None:
+        if isinstance(s, (ir.Assign, ir.Effect)):
+            self.count_call(s.value, depth)
         if isinstance(s, ir.Assign):
             self.line(depth, s.line)
             if len(s.targets) == 1 and not isinstance(s.value, ir.CallFunction):
@@ -199,19 +242,46 @@ class Emitter:
         elif isinstance(s, ir.For):
             self.line(depth, s.line)
             v = NAME(s.var)
-            step = atom(s.step)
-            cond = (
-                f"{v} < {atom(s.stop)}"
-                if isinstance(s.step, ir.Const) and s.step.value > 0
-                else f"{v} > {atom(s.stop)}"
-                if isinstance(s.step, ir.Const)
-                else f"({step} > 0 ? {v} < {atom(s.stop)} : {v} > {atom(s.stop)})"
-            )
-            self.out(depth, f"for (int64_t {v} = {atom(s.start)}; {cond}; {v} += {step}) {{")
-            self.current_line = 0
-            self.block(s.body, depth + 1)
+            head: list[str] = []
+            if isinstance(s.step, ir.Const) and s.step.value in (1, -1):  # never steps past the int64 range
+                up = s.step.value == 1
+                cond = f"{v} {'<' if up else '>'} {atom(s.stop)}"
+                self.out(depth, f"for (int64_t {v} = {atom(s.start)}; {cond}; {'++' if up else '--'}{v}) {{")
+            else:  # counted, as range() counts: an overflowing step is never taken
+                k, n = f"ppy_k{self.loops}", f"ppy_n{self.loops}"
+                bounds = f"{atom(s.start)}, {atom(s.stop)}, {atom(s.step)}"
+                self.out(depth, f"for (int64_t {k} = 0, {n} = ppy::range_len({bounds}); {k} < {n}; ++{k}) {{")
+                head.append(f"const int64_t {v} = ppy::range_item({atom(s.start)}, {atom(s.step)}, {k});")
+            self.loop_body(s.body, depth + 1, head)
             self.out(depth, "}")
-            self.current_line = 0
+        elif isinstance(s, ir.ForEach):
+            self.line(depth, s.line)
+            k = f"ppy_k{self.loops}"
+            starts = s.starts or (None,) * len(s.seqs)
+            conds, items = [], []
+            for q, start in zip(s.seqs, starts, strict=True):
+                size = f"static_cast<int64_t>({atom(q)}.size())"
+                if start is None:
+                    conds.append(f"{k} < {size}")
+                    items.append(f"{atom(q)}[{k}]")
+                else:  # reversed(): from its start down, while still inside the (maybe shrunk) list
+                    at = f"{atom(start)} - {k}"
+                    conds.append(f"{at} >= 0 && {at} < {size}")
+                    items.append(f"{atom(q)}[{at}]")
+            self.out(depth, f"for (int64_t {k} = 0; {' && '.join(conds)}; ++{k}) {{")
+            head = [f"const int64_t {NAME(s.index)} = {k};"] if s.index is not None else []
+            head += [f"{cpp.cpp_type(v.kind)} {NAME(v)} = {item};" for v, item in zip(s.items, items, strict=True)]
+            self.loop_body(s.body, depth + 1, head)
+            self.out(depth, "}")
+        elif isinstance(s, ir.Loop):
+            self.line(depth, s.line)
+            self.out(depth, "while (true) {")
+            self.loop_body(s.body, depth + 1)
+            self.out(depth, "}")
+        elif isinstance(s, ir.Break):
+            self.out(depth, "break;")
+        elif isinstance(s, ir.Continue):
+            self.out(depth, "continue;")
         elif isinstance(s, ir.Raise):
             self.line(depth, s.line)
             message = json.dumps(s.message) if isinstance(s.message, str) else atom(s.message)
@@ -234,6 +304,14 @@ class Emitter:
                 elif a.kind == Kind.TENSORS:
                     self.out(depth, f"ppy_out->i.push_back(static_cast<int64_t>({atom(a)}.size()));")
                     self.out(depth, f"for (const at::Tensor& ppy_t : {atom(a)}) ppy_out->t.push_back(ppy_t);")
+                elif a.kind == Kind.OPT_TENSOR:  # an undefined tensor stands for None
+                    self.out(depth, f"ppy_out->t.emplace_back({atom(a)}.has_value() ? *{atom(a)} : at::Tensor());")
+                elif a.kind == Kind.NUMBER:
+                    self.out(depth, f"ppy::push_number(*ppy_out, {atom(a)});")
+                elif a.kind in ir.LIST_KINDS:
+                    self.out(depth, f"ppy::push_list(*ppy_out, {atom(a)});")
+                else:
+                    raise TypeError(f"a region cannot return a value of kind {a.kind!r}")
             self.out(depth, "return;")
         else:
             raise TypeError(s)
@@ -241,7 +319,7 @@ class Emitter:
 
 def _param_decl(p: ir.Param, i: int) -> str:
     arg = f"ppy_args[{i}]"
-    if p.kind == Kind.NUMBER:  # is it an int, its value as an int, as a float (the body is compiled per type)
+    if p.kind == Kind.INT_OR_FLOAT:  # is it an int, its value as an int, as a float (the body is compiled per type)
         is_int, as_int, as_float = p.parts
         return (
             f"const bool {NAME(is_int)} = {arg}.variant; const int64_t {NAME(as_int)} = {arg}.i; "
@@ -264,7 +342,7 @@ def _param_decl(p: ir.Param, i: int) -> str:
     if p.kind == Kind.DEVICE:
         return f"const at::Device {n} = {arg}.device;"
     if p.kind == Kind.INTS:
-        return f"const std::vector<int64_t>& {n} = *{arg}.il;"
+        return f"const std::vector<int64_t>& {n} = *{arg}.ints;"
     ctype = cpp.cpp_type(p.kind)
     if p.kind == Kind.TENSOR:
         return f"const {ctype}& {n} = *ppy_args[{i}].t;"
@@ -274,13 +352,15 @@ def _param_decl(p: ir.Param, i: int) -> str:
         return f"const {ctype}& {n} = *ppy_args[{i}].tl;"
     if p.kind == Kind.STR:
         return f"const {ctype} {n} = ppy_args[{i}].s;"
+    if p.kind == Kind.MODULE:
+        return f"{ctype} {n} = ppy_args[{i}].m;"
     field = "f" if p.kind == Kind.FLOAT else "i"
     return f"const {ctype} {n} = static_cast<{ctype}>(ppy_args[{i}].{field});"
 
 
 def _helper_cpp(h: ir.Helper, source_lines: dict[int, str]) -> list[str]:
     ret = "std::tuple<" + ", ".join(cpp.cpp_type(k) for k in h.result_kinds) + ">"
-    params = ["int& ppy_line"] + [
+    params = ["ppy::Frame& ppy_frame"] + [
         (
             f"const {cpp.cpp_type(p.kind)}& {NAME(p)}"
             if p.kind in cpp.BY_REFERENCE
@@ -290,6 +370,7 @@ def _helper_cpp(h: ir.Helper, source_lines: dict[int, str]) -> list[str]:
     ]
     em = Emitter(h.symbol, source_lines, h.track_lines, helper=True)
     em.out(0, f"[[maybe_unused]] {ret} {h.symbol}({', '.join(params)}) {{")
+    em.out(1, "int& ppy_line = ppy_frame.line;")
     em.out(1, "(void)ppy_line;")
     em.block(h.body, 1)
     em.out(0, "}")
@@ -305,7 +386,8 @@ def function_cpp(fn: ir.Function, symbol: str) -> tuple[list[str], list[tuple[in
     # No file name here: the same source must give the same TU (and cache key) in any kernel or directory.
     em.out(0, f"// {fn.name} (line {fn.def_line})")
     em.out(0, f"void {symbol}(const ppy::Arg* ppy_args, ppy::Out* ppy_out) {{")
-    em.out(1, "int ppy_line = 0;")
+    em.out(1, "ppy::Frame ppy_frame(ppy_out->gil_released);")
+    em.out(1, "int& ppy_line = ppy_frame.line;")
     em.out(1, "try {")
     for i, p in enumerate(fn.params):
         em.out(2, _param_decl(p, i))
@@ -313,6 +395,9 @@ def function_cpp(fn: ir.Function, symbol: str) -> tuple[list[str], list[tuple[in
     em.out(1, "} catch (const ppy::Raise& e) {")
     em.out(2, "ppy_out->error = e.kind;")
     em.out(2, "ppy_out->message = e.message;")
+    em.out(2, "ppy_out->line = ppy_line;")
+    em.out(1, "} catch (const ppy::PythonError&) {")
+    em.out(2, "ppy_out->error = ppy::PyError::Pending;")
     em.out(2, "ppy_out->line = ppy_line;")
     em.out(1, "} catch (...) {")
     em.out(2, "ppy_out->line = ppy_line;")
@@ -331,11 +416,7 @@ def _headers(functions: list[ir.Function]) -> list[str]:
             value = getattr(s, "value", None)
             if isinstance(value, ir.Call):
                 found.add(cpp.op_header(value.op))
-            if isinstance(s, ir.If):
-                walk(s.then)
-                walk(s.orelse)
-            elif isinstance(s, ir.For):
-                walk(s.body)
+            walk(_children(s))
 
     for fn in functions:
         walk(fn.body)
@@ -391,6 +472,8 @@ def generate(functions: list[ir.Function]) -> CellCode:
                 result_types=fn.result_types,
                 extras=fn.extras,
                 untyped=fn.untyped,
+                owner=fn.owner,
+                plan=fn.plan,
             )
         )
     entries = ", ".join(f'{{"{s.name}", &ppy_r{s.index}::{s.symbol}}}' for s in specs) or "{nullptr, nullptr}"

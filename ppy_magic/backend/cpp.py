@@ -42,6 +42,12 @@ CPP_TYPES = {
     Kind.OPT_FLOAT: "std::optional<double>",
     Kind.OPT_BOOL: "std::optional<bool>",
     Kind.OPT_DTYPE: "std::optional<at::ScalarType>",
+    Kind.MODULE: "const ppy::Arg*",  # the slots the runtime read of one module
+    Kind.MODULES: "const ppy::Arg*",  # the slot of a list of modules: .i of them at .m
+    Kind.NUMBER: "at::Scalar",
+    Kind.TENSOR_LIST: "ppy::List<at::Tensor>",
+    Kind.INT_LIST: "ppy::List<int64_t>",
+    Kind.FLOAT_LIST: "ppy::List<double>",
 }
 SCALAR_TYPES = {Kind.FLOAT: "double", Kind.INT: "int64_t", Kind.BOOL: "bool"}
 # What a variable declared before it is set (a join of branches, a loop-carried value) starts as.
@@ -53,7 +59,7 @@ DECLARED_INIT = {
     Kind.DEVICE: " = at::Device(at::kCPU)",
 }
 # Parameters of these kinds are passed to helpers by const reference.
-BY_REFERENCE = (Kind.TENSOR, Kind.TENSORS, Kind.INTS, Kind.STR, Kind.OPT_TENSOR)
+BY_REFERENCE = (Kind.TENSOR, Kind.TENSORS, Kind.INTS, Kind.STR, Kind.OPT_TENSOR, Kind.NUMBER, *ir.LIST_KINDS)
 NULLOPT = "std::nullopt"
 
 
@@ -134,6 +140,8 @@ def cpp_literal(value: object, kind: Kind | str) -> str:
 
 def scalar(expr: str, kind: Kind) -> str:
     """An ``at::Scalar`` holding `expr` as a number of `kind` (a float for any other kind)."""
+    if kind == Kind.NUMBER:
+        return expr  # already an at::Scalar of the type eager would have
     return f"at::Scalar(static_cast<{SCALAR_TYPES.get(kind, 'double')}>({expr}))"
 
 
@@ -183,6 +191,9 @@ INTRINSICS: dict[str, Template] = {
     "tensor_requires_grad": "{0}.requires_grad()",
     "tensor_is_cuda": "{0}.is_cuda()",
     "tensor_len": "ppy::checked_len_dim0({0})",
+    "tensor_to_float": "ppy::tensor_to_float({0})",
+    "tensor_to_int": "ppy::tensor_to_int({0})",
+    "check_iterable": "ppy::check_iterable({0})",
     "is_none": "(!{0}.has_value())",
     "is_not_none": "{0}.has_value()",
     "unwrap_optional": "(*{0})",
@@ -195,9 +206,48 @@ INTRINSICS: dict[str, Template] = {
     "std::optional<int64_t>({3}))",
     "seq_concat": "ppy::seq_concat({0}, {1})",
     "ints_make": _ints_make,
+    "seq_get": "ppy::seq_index({0}, {1})",
+    "seq_repeat": "ppy::seq_repeat({0}, {1})",
+    "range_len": "ppy::range_len({0}, {1}, {2})",
+    "range_item": "ppy::range_item({0}, {1}, {2})",
     "check_unpack": "ppy::check_unpack({0}, {1}, {2})",
     "index_out_of_range": "({0} < -{1} || {0} >= {1})",
     "nonempty": "(!{0}.empty())",
+    # lists
+    "list_new": "{}",  # value-initialised: the declared type's default, a new empty list
+    "list_of": lambda args: "ppy::list_of(" + ", ".join(args) + ")",
+    "list_from": "ppy::list_from({0})",
+    "list_concat": "ppy::list_concat({0}, {1})",
+    "list_repeat": "ppy::list_repeat({0}, {1})",
+    "tuple_from": "ppy::tuple_from({0})",
+    "list_append": "ppy::list_append({0}, {1})",
+    "list_extend": "ppy::list_extend({0}, {1})",
+    "list_insert": "ppy::list_insert({0}, {1}, {2})",
+    "list_pop": "ppy::list_pop({0}, {1})",
+    "list_set": "ppy::list_set({0}, {1}, {2})",
+    "list_clear": "ppy::list_clear({0})",
+    "list_reverse": "ppy::list_reverse({0})",
+    "list_repeat_inplace": "ppy::list_repeat_inplace({0}, {1})",
+    # numbers (at::Scalar; ints, floats and bools convert to it implicitly)
+    "to_number": "at::Scalar({0})",
+    "number_truth": "ppy::num_truth({0})",
+    "number_to_float": "ppy::num_to_float({0})",
+    "number_to_int": "ppy::num_to_int({0})",
+    "number_index": "ppy::num_index({0})",
+    "number_neg": "ppy::num_neg({0})",
+    "number_abs": "ppy::num_abs({0})",
+    "number_add": "ppy::num_add({0}, {1})",
+    "number_sub": "ppy::num_sub({0}, {1})",
+    "number_mul": "ppy::num_mul({0}, {1})",
+    "number_truediv": "ppy::num_truediv({0}, {1})",
+    "number_floordiv": "ppy::num_floordiv({0}, {1})",
+    "number_mod": "ppy::num_mod({0}, {1})",
+    "number_eq": "ppy::num_eq({0}, {1})",
+    "number_ne": "ppy::num_ne({0}, {1})",
+    "number_lt": "ppy::num_lt({0}, {1})",
+    "number_le": "ppy::num_le({0}, {1})",
+    "number_gt": "ppy::num_gt({0}, {1})",
+    "number_ge": "ppy::num_ge({0}, {1})",
     # ints
     "int_add": "ppy::py_add({0}, {1})",
     "int_sub": "ppy::py_sub({0}, {1})",
@@ -277,6 +327,22 @@ INTRINSICS: dict[str, Template] = {
     "warn_deprecated": "ppy::warn({0}, true)",
     # checks
     "check_range_step": "ppy::check_range_step({0})",
+    # attributes of modules: ppy::Arg slots the runtime filled before the region ran
+    "attr_tensor": "(*{0}[{1}].t)",
+    "attr_opt_tensor": "({0}[{1}].none ? std::optional<at::Tensor>() : std::optional<at::Tensor>(*{0}[{1}].t))",
+    "attr_float": "{0}[{1}].f",
+    "attr_int": "{0}[{1}].i",
+    "attr_bool": "({0}[{1}].i != 0)",
+    "attr_str": 'std::string({0}[{1}].s ? {0}[{1}].s : "")',
+    "attr_ints": "(*{0}[{1}].ints)",
+    "attr_is_none": "{0}[{1}].none",
+    "attr_module": "{0}[{1}].m",
+    "attr_modules": "(&{0}[{1}])",
+    "attr_variant": "{0}[{1}].i",
+    "modules_len": "{0}->i",
+    "modules_item": "ppy::module_item({0}, {1})",
+    "modules_at": "{0}->m[{1}].m",
+    "check_nonempty": "ppy::check_nonempty({0}, {1}.c_str())",
 }
 
 _PLACEHOLDER = re.compile(r"\{(\d+)\}")
@@ -362,12 +428,13 @@ def _convert(base: str, a: Any, write: bool) -> str:
         return f"static_cast<double>({atom(a)})"
     if base in ("c10::string_view", "::std::string_view", "std::string_view"):
         return f"c10::string_view({atom(a)})"
+    items = f"{atom(a)}.vec()" if a.kind in ir.LIST_KINDS else atom(a)  # a list's items: a std::vector
     if base in ("at::IntArrayRef",):
-        return f"at::IntArrayRef({atom(a)})"
+        return f"at::IntArrayRef({items})"
     if base == "c10::SymIntArrayRef":
-        return f"c10::fromIntArrayRefSlow(at::IntArrayRef({atom(a)}))"
+        return f"c10::fromIntArrayRefSlow(at::IntArrayRef({items}))"
     if base in ("at::TensorList", "at::ITensorListRef"):
-        return f"at::TensorList({atom(a)})"
+        return f"at::TensorList({items})"
     if base == "at::Device" and a.kind == Kind.STR:
         return f"at::Device({atom(a)})"
     return atom(a)
@@ -418,6 +485,8 @@ def index(items: tuple[ir.IndexItem, ...], tensor: Any) -> str:
         if it.what == "list":
             values = ", ".join(f"static_cast<int64_t>({atom(a)})" for a in it.atoms)
             parts.append(f"at::indexing::TensorIndex(ppy::index_list({atom(tensor)}, {{{values}}}))")
+        elif it.what == "ints":
+            parts.append(f"at::indexing::TensorIndex(ppy::index_list({atom(tensor)}, {atom(it.atoms[0])}.vec()))")
         elif it.what == "int":
             parts.append(f"at::indexing::TensorIndex(static_cast<int64_t>({atom(it.atoms[0])}))")
         elif it.what == "bool":
@@ -447,5 +516,5 @@ def expr(e: ir.Expr) -> str:
     if isinstance(e, ir.GetItem):
         return f"at::indexing::get_item({atom(e.tensor)}, {index(e.index, e.tensor)})"
     if isinstance(e, ir.CallFunction):
-        return f"{e.symbol}({', '.join(['ppy_line'] + [atom(a) for a in e.args])})"
+        return f"{e.symbol}({', '.join(['ppy_frame'] + [atom(a) for a in e.args])})"
     raise TypeError(e)

@@ -1,6 +1,7 @@
 """Timing a function as an ATen region, as PyTorch eager and under torch.compile: measurement as data.
 
-``measure`` checks each variant's output against eager, then times the
+``measure`` checks each variant's output against eager (the region bit for bit
+with ``compare.same_as_eager``, torch.compile with ``assert_close``), then times the
 variants interleaved round by round in this one process, so that noise from
 other work on the machine falls on each of them alike. It returns a frozen
 ``BenchResult``; turning that into a DataFrame, text, HTML or a widget is the
@@ -10,6 +11,7 @@ parameters, so tests can put fakes in their place.
 
 from __future__ import annotations
 
+import copy
 import gc
 import itertools
 import statistics
@@ -22,11 +24,14 @@ from typing import Any
 import torch
 
 from ..errors import PpyError
+from .compare import same_as_eager
 
 REGION = "PPy ATen region"
 EAGER = "PyTorch eager"
 COMPILE = "torch.compile"
 LABELS = (REGION, EAGER, COMPILE)
+# What a region's "matches eager" means: compare.same_as_eager found no difference.
+BITWISE = "bitwise equal (values, dtype, shape, strides, device, requires_grad)"
 
 Timer = Callable[[], float]
 # on_progress(rounds done, rounds in all, what is happening now)
@@ -185,6 +190,51 @@ def pure_python(func: Callable) -> Callable:
     return rebind(body)
 
 
+def region_of(func: Any) -> Any:
+    """The region `func` runs: itself, or for an ``nn.Module`` its class's ``forward``; else None."""
+    if getattr(func, "__ppy_region__", False) is True:
+        return func
+    if isinstance(func, torch.nn.Module):
+        forward = getattr(type(func), "forward", None)
+        if getattr(forward, "__ppy_region__", False) is True:
+            return forward
+    return None
+
+
+def pure_python_module(model: torch.nn.Module) -> torch.nn.Module:
+    """A twin of `model` whose methods are the Python bodies of its classes' regions.
+
+    It shares every parameter, buffer and hook with `model` (a shallow copy of each module,
+    submodules twinned too), so eager and torch.compile time the same model as PyTorch
+    runs it; each class with regions gets a subclass of the same name holding their bodies.
+    """
+    shadows: dict[type, type] = {}
+
+    def shadow(cls: type) -> type:
+        if cls not in shadows:
+            bodies = {}
+            for klass in reversed(cls.__mro__):
+                for name, value in vars(klass).items():
+                    if getattr(value, "__ppy_region__", False) is True and hasattr(value, "__wrapped__"):
+                        bodies[name] = pure_python(value)
+                    elif name in bodies:
+                        del bodies[name]  # overridden below the class that compiled it
+            if not bodies:
+                shadows[cls] = cls
+            else:
+                extra = {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
+                shadows[cls] = type(cls.__name__, (cls,), {**bodies, **extra})
+        return shadows[cls]
+
+    def twin(module: torch.nn.Module) -> torch.nn.Module:
+        copied = copy.copy(module)  # the same _parameters, _buffers and hooks
+        copied.__dict__["_modules"] = {k: None if m is None else twin(m) for k, m in module._modules.items()}
+        copied.__class__ = shadow(type(module))
+        return copied
+
+    return twin(model)
+
+
 def measure(
     func: Callable,
     args: Sequence[Any],
@@ -198,19 +248,28 @@ def measure(
 ) -> BenchResult:
     """Check and time `func` (a region), its ``__wrapped__`` body, and torch.compile of that body.
 
+    `func` may be an ``nn.Module`` whose class's ``forward`` is a region: then ``model(*args)``
+    is timed as it is, and through a twin that runs its classes' Python bodies
+    (``pure_python_module``), as PyTorch eager and under torch.compile.
+
     Raises ``EagerError`` when eager itself rejects `args` (nothing else runs)
     and ``BenchUsageError`` when ``--grad`` has nothing to differentiate.
     A variant that cannot run gets a row saying why; the others are measured.
     """
-    is_region = getattr(func, "__ppy_region__", False) is True
-    eager_fn = pure_python(func) if is_region else func
+    region = region_of(func)
+    is_region = region is not None
+    if isinstance(func, torch.nn.Module):  # model(x): the region is its class's forward
+        eager_fn = pure_python_module(func) if is_region else func
+        name = name or type(func).__name__
+    else:
+        eager_fn = pure_python(func) if is_region else func
     name = name or getattr(eager_fn, "__name__", None) or repr(func)
     arg_names = list(arg_names) if arg_names is not None else [f"arg{i}" for i in range(len(args))]
     if len(arg_names) != len(args):
         raise ValueError(f"measure: {len(arg_names)} arg_names for {len(args)} arguments")
     compile_fn = compile_fn or torch.compile
     progress = on_progress or (lambda done, total, stage: None)
-    counters_before = _region_counters(func) if is_region else None
+    counters_before = _region_counters(region) if is_region else None
 
     threads_before = torch.get_num_threads()
     torch.set_num_threads(options.threads)
@@ -218,11 +277,13 @@ def measure(
         step = _Step.prepare(args, options.grad)
         sync = torch.cuda.synchronize if any(_on_cuda(a) for a in step.args) else None
         progress(0, options.repeat, "checking outputs against eager")
+        rng = _RandomState.now()  # each variant's checked call draws what eager's drew (dropout)
         expected = step.reference(eager_fn, name)
 
         runnable: list[tuple[str, Callable]] = []
         rows: dict[str, dict[str, Any]] = {label: {} for label in LABELS}
         if is_region:
+            rng.restore()
             rows[REGION] = _check(step, func, expected, exact=True)
             if "skipped" not in rows[REGION]:
                 runnable.append((REGION, func))
@@ -232,6 +293,7 @@ def measure(
         runnable.append((EAGER, eager_fn))
         if options.compile:
             progress(0, options.repeat, "torch.compile: compiling on the first call")
+            rng.restore()
             rows[COMPILE] = _compile_variant(step, eager_fn, compile_fn, expected, timer, sync)
             if "skipped" not in rows[COMPILE]:
                 runnable.append((COMPILE, rows[COMPILE].pop("fn")))
@@ -254,9 +316,9 @@ def measure(
     calls = fallbacks = None
     last_reason = None
     if counters_before is not None:
-        calls_after, fallbacks_after = _region_counters(func)
+        calls_after, fallbacks_after = _region_counters(region)
         calls, fallbacks = calls_after - counters_before[0], fallbacks_after - counters_before[1]
-        last_reason = getattr(func, "last_fallback_reason", None) if fallbacks else None
+        last_reason = getattr(region, "last_fallback_reason", None) if fallbacks else None
     return BenchResult(
         function=name,
         variants=variants,
@@ -269,6 +331,24 @@ def measure(
         region_fallbacks=fallbacks,
         last_fallback_reason=last_reason,
     )
+
+
+class _RandomState:
+    """The default generators' state (CPU, and CUDA once initialised), to replay before a checked call."""
+
+    def __init__(self, cpu: torch.Tensor, cuda: list[torch.Tensor] | None):
+        self.cpu = cpu
+        self.cuda = cuda
+
+    @classmethod
+    def now(cls) -> _RandomState:
+        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+        return cls(torch.get_rng_state(), cuda)
+
+    def restore(self) -> None:
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state_all(self.cuda)
 
 
 # -- one call, and many -------------------------------------------------------------
@@ -412,9 +492,9 @@ def _check(step: _Step, fn: Callable, expected: Any, *, exact: bool) -> dict[str
 
 def _compare(got: Any, expected: Any, exact: bool) -> dict[str, Any]:
     if exact:
-        diff = _bitwise_difference(got, expected, "output")
+        diff = same_as_eager(got, expected, "output")
         if diff is None:
-            return {"matches_eager": True, "check": "bitwise equal (torch.equal, dtype, shape)"}
+            return {"matches_eager": True, "check": BITWISE}
         return {"matches_eager": False, "check": f"differs from eager: {diff}"}
     try:
         torch.testing.assert_close(got, expected)
@@ -438,37 +518,6 @@ def _compile_variant(
     return {"fn": compiled, "first_call_s": first_call, **_compare(got, expected, exact=False)}
 
 
-def _bitwise_difference(got: Any, want: Any, where: str) -> str | None:
-    """None when `got` equals `want` bit for bit (NaNs in the same places), else what differs first."""
-    if isinstance(want, torch.Tensor):
-        if not isinstance(got, torch.Tensor):
-            return f"{where} is {type(got).__name__}, eager gives a Tensor"
-        for attr in ("dtype", "shape", "device", "requires_grad"):
-            if getattr(got, attr) != getattr(want, attr):
-                return f"{where} {attr} {getattr(got, attr)} vs eager's {getattr(want, attr)}"
-        same = torch.equal(got, want) or (
-            (want.is_floating_point() or want.is_complex())
-            and torch.equal(got.isnan(), want.isnan())
-            and torch.equal(got.nan_to_num(), want.nan_to_num())
-        )
-        return None if same else f"{where} values differ"
-    if isinstance(want, (tuple, list)):
-        if type(got) is not type(want) or len(got) != len(want):
-            return f"{where} is {type(got).__name__} of {_len(got)}, eager gives {type(want).__name__} of {len(want)}"
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            diff = _bitwise_difference(g, w, f"{where}[{i}]")
-            if diff:
-                return diff
-        return None
-    if type(got) is not type(want) or got != want:
-        return f"{where} is {got!r}, eager gives {want!r}"
-    return None
-
-
-def _len(x: Any) -> str:
-    return str(len(x)) if isinstance(x, (tuple, list)) else "-"
-
-
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
@@ -477,6 +526,9 @@ def _first_line(err: BaseException) -> str:
 def _not_region_reason(func: Callable) -> str:
     from ..region import explain  # the reason a function stayed Python lives there
 
+    if isinstance(func, torch.nn.Module):
+        forward = getattr(type(func), "forward", None)
+        return f"{type(func).__name__}.forward: " + (explain(forward).reason or "it is not a region")
     return explain(func).reason or "it is not a region"
 
 

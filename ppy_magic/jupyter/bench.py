@@ -53,7 +53,11 @@ class BenchMagics(Magics):
         help="Return the result instead of displaying it: .df is a pandas DataFrame, .metadata a dict.",
     )
     @argument("-q", "--quiet", action="store_true", help="No progress bar or header while measuring.")
-    @argument("func", metavar="FUNC", help="The function to time: a %%ppy region.")
+    @argument(
+        "func",
+        metavar="FUNC",
+        help="The function to time: a %%ppy region, or an nn.Module whose forward is one (times model(ARG, ...)).",
+    )
     @argument(
         "args",
         metavar="ARG",
@@ -66,7 +70,10 @@ class BenchMagics(Magics):
         """Time FUNC(ARG, ...) as an ATen region, as PyTorch eager and under torch.compile.
 
         Rows: ``PPy ATen region`` (FUNC), ``PyTorch eager`` (``FUNC.__wrapped__``)
-        and ``torch.compile`` (of ``FUNC.__wrapped__``, default mode). Each
+        and ``torch.compile`` (of ``FUNC.__wrapped__``, default mode). For a
+        model (an ``nn.Module`` whose forward is a region), ``model(ARG, ...)``,
+        then the same model with its classes' Python methods, eager and under
+        ``torch.compile(model)``. Each
         variant's output is first compared with eager's (the region's bit for
         bit, torch.compile's with ``torch.testing.assert_close``); then the
         variants are timed interleaved, round by round, in this process, after
@@ -83,7 +90,8 @@ class BenchMagics(Magics):
         threads, argument shapes and dtypes, number, repeat and the region's
         fallbacks to Python during the run.
 
-        Example: ``%ppy_bench layer x w b``, ``%ppy_bench -n 1000 --grad layer x w b``.
+        Example: ``%ppy_bench layer x w b``, ``%ppy_bench -n 1000 --grad layer x w b``,
+        ``%ppy_bench model idx``.
         """
         from ..bench import measure as bench
         from ..bench import report, widget

@@ -18,32 +18,51 @@ from typing import Any
 import torch
 
 from ..errors import CompileError
-from . import adapters, ir, ops, param_kinds
+from . import adapters, ir, nn_modules, ops, param_kinds
 from .ir import Kind
+from .lists import CONSUMERS, ListMethod
+from .loops import StaticIteration
 from .namespace import Globals, collect_globals
 from .values import (
     MATH_FUNCTIONS,
     PLAIN_FUNCTION,
     PLAIN_FUNCTION_HINT,
+    BoundMethod,
     CellFunction,
     Closure,
     KwArgs,
+    ModuleValue,
+    OptionalScalar,
     Static,
     TensorMethod,
     Unbound,
+    UnionValue,
     Unsupported,
     atoms_of,
     constant,
     kinds_of,
     rebuild,
+    runtime_structure,
     structure_of,
 )
+
+_KIND_OF = {float: Kind.FLOAT, int: Kind.INT, bool: Kind.BOOL}
+
+
+def _consumes(node: ast.Call, fn: Any) -> bool:
+    """Whether a call of sum/any/all/min/max/list/tuple iterates its argument (rather than, say, min(a, b)
+    of two numbers, which builtin_call keeps to its fast path)."""
+    if fn in (min, max) and len(node.args) > 1:
+        return False
+    return bool(node.args)
 
 
 class CallCompiler:
     # calls
     def visit_Call(self, node: ast.Call) -> Any:
         func = self.value(node.func)
+        if isinstance(func, Static) and func.value in CONSUMERS and _consumes(node, func.value):
+            return self.consume(node, func.value)  # arguments evaluated as the builtin's loop needs them
         args = self.call_args(node.args)
         kwargs = {}
         for kw in node.keywords:
@@ -63,8 +82,16 @@ class CallCompiler:
             return self.method_call(node, func, args, kwargs)
         if isinstance(func, Closure):
             return self.call_closure(node, func, args, kwargs)
+        if isinstance(func, ListMethod):
+            return self.list_method_call(node, func, args, kwargs)
         if isinstance(func, Static):
             return self.static_call(node, func.value, args, kwargs)
+        if isinstance(func, ModuleValue):  # module(x): its forward, where nn.Module.__call__ would run it
+            return self.call_module(node, func, args, kwargs)
+        if isinstance(func, BoundMethod):  # self.method(x), module.forward(x): no hooks
+            return self.call_module(node, func.module, args, kwargs, method=func.name, hooks=False)
+        if isinstance(func, UnionValue):
+            return self.call_union(node, func, args, kwargs)
         raise self.error(node.func, f"calling {ops.describe(func)} is not supported in a region")
 
     def call_args(self, elts: list[ast.expr]) -> list[Any]:
@@ -76,7 +103,7 @@ class CallCompiler:
                 values.append((True, self.value(e.value)))
             else:
                 values.append((False, self.value(e)))
-        if not any(starred and getattr(v, "kind", None) == Kind.INTS for starred, v in values):
+        if not any(starred and getattr(v, "kind", None) in (Kind.INTS, Kind.INT_LIST) for starred, v in values):
             out: list[Any] = []
             for (starred, v), e in zip(values, elts, strict=True):
                 if starred and not isinstance(v, ir.Tup):
@@ -101,6 +128,8 @@ class CallCompiler:
             return self.intrinsic("tensor_dim", Kind.INT, t)
         if name == "numel" and not args and not kwargs:
             return self.intrinsic("tensor_numel", Kind.INT, t)
+        if name == "item" and not args and not kwargs:  # a Python number whose type the dtype decides
+            return self.call_op(node, ops.OpSpec("item"), [t], {}, method=True, display="Tensor.item")
         adapter = adapters.METHODS.get(name)
         if adapter is not None:
             return self.call_adapter(node, adapter, [t] + args, kwargs)
@@ -125,9 +154,16 @@ class CallCompiler:
             return self.math_call(node, fn, args, kwargs)
         if fn in (len, int, float, bool, str, abs, min, max, isinstance):
             return self.builtin_call(node, fn, args, kwargs)
+        if fn in CONSUMERS:
+            raise self.error(node, f"{fn.__name__}() with these arguments is not supported in a region")
         name = adapters.lookup(fn)
         if name is not None:
             return self.call_adapter(node, name, args, kwargs)
+        name = nn_modules.helper_name(fn)
+        if name is not None and self.adapter:
+            defs, lines = nn_modules.definitions()
+            g = Globals(nn_modules.namespace())
+            return self.call_helper(node, defs[name], g, "<adapter>", lines, args, kwargs, adapter=True)
         callee = self.callee_def(fn)
         if callee is not None:
             return self.call_user(node, callee, args, kwargs)
@@ -193,18 +229,20 @@ class CallCompiler:
                 torch.device: (Kind.DEVICE,),
                 str: (Kind.STR,),
                 tuple: (),
-                list: (),
+                list: ir.LIST_KINDS,
             }
             if want in kinds:
                 v = args[0]
                 if isinstance(v, ir.Tup):
-                    return ir.Const(want in (tuple, list), Kind.BOOL)
+                    return ir.Const(want is (list if v.is_list else tuple), Kind.BOOL)
                 return ir.Const(getattr(v, "kind", None) in kinds[want], Kind.BOOL)
         if fn is str and len(args) == 1:
             pieces = self.formatted(node, args[0])
             if all(isinstance(p, ir.Const) for p in pieces):
                 return ir.Const("".join(p.value for p in pieces), Kind.STR)
             return self.intrinsic("str_concat", Kind.STR, *pieces)
+        if len(args) == 1 and isinstance(args[0], ModuleValue) and fn is len:
+            return self.module_len(node, args[0])
         if len(args) == 1:
             v = args[0]
             kind = getattr(v, "kind", None)
@@ -215,15 +253,24 @@ class CallCompiler:
                     return ir.Const(len(v.items), Kind.INT)
                 if kind == Kind.TENSOR:
                     return self.intrinsic("tensor_len", Kind.INT, v)
-                if kind in (Kind.INTS, Kind.TENSORS):
+                if kind in ir.SEQUENCE_KINDS:
                     return self.intrinsic("seq_len", Kind.INT, v)
+            if kind == Kind.TENSOR and fn in (float, int, bool):  # Tensor.__float__/__int__/__bool__
+                if fn is bool:
+                    return self.truth_of(node, v)
+                return self.intrinsic("tensor_to_float" if fn is float else "tensor_to_int", _KIND_OF[fn], v)
+            if kind == Kind.NUMBER and fn in (float, int, bool, abs):
+                if fn is bool:
+                    return self.truth_of(node, v)
+                names = {float: "number_to_float", int: "number_to_int", abs: "number_abs"}
+                return self.intrinsic(names[fn], Kind.NUMBER if fn is abs else _KIND_OF[fn], v)
             if fn is float and kind in (Kind.INT, Kind.BOOL, Kind.FLOAT):
                 return self.as_float(v)
             if fn is int and kind in (Kind.INT, Kind.BOOL):
                 return self.as_int(v)
             if fn is int and kind == Kind.FLOAT:
                 return self.intrinsic("float_to_int", Kind.INT, v)
-            if fn is bool and kind in ir.SCALAR_KINDS + (Kind.INTS,):
+            if fn is bool and kind in (*ir.SCALAR_KINDS, *ir.SEQUENCE_KINDS):
                 return self.truth_of(node, v)
             if fn is abs and kind == Kind.FLOAT:
                 return self.intrinsic("math.fabs", Kind.FLOAT, v)
@@ -238,6 +285,7 @@ class CallCompiler:
                 for a in args[1:]:  # Python keeps the first of equal values
                     out = self.intrinsic(fn.__name__, out.kind, out, a)
                 return out
+            return self.extreme(node, fn, (node, StaticIteration(tuple(args)), []))
         raise self.error(node, f"{fn.__name__}() with these arguments is not supported in a region")
 
     def call_op(
@@ -327,9 +375,10 @@ class CallCompiler:
         kwargs: dict,
         adapter: bool,
         env: tuple[tuple[str, Any], ...] = (),
+        display: str | None = None,
     ) -> Any:
-        who = fdef.name
-        if not adapter and (who in self.ctx.stack or who == self.region_name):
+        who = display or fdef.name
+        if not adapter and (fdef in self.ctx.stack or fdef is self.ctx.root):
             raise self.error(node, f"'{who}' calls itself; recursion is not supported in a region")
         args = [self.passed_on(a) for a in args]
         kwargs = {k: self.passed_on(v) for k, v in kwargs.items()}
@@ -340,7 +389,7 @@ class CallCompiler:
                 bound[name] = value
         key = (id(fdef), tuple((n, structure_of(bound[n])) for n in names))
         if key not in self.ctx.specialised:
-            self.ctx.specialised[key] = self.specialise(node, fdef, g, filename, lines, names, bound, adapter)
+            self.ctx.specialised[key] = self.specialise(node, fdef, g, filename, lines, names, bound, adapter, who)
         symbol, structure, kinds = self.ctx.specialised[key]
         runtime_args = tuple(a for n in names for a in atoms_of(bound[n]) if isinstance(a, ir.Var))
         targets = tuple(self.new_var("r", k) for k in kinds)
@@ -396,33 +445,41 @@ class CallCompiler:
         names: list[str],
         bound: dict,
         adapter: bool,
+        who: str,
     ) -> tuple[str, Any, tuple[Kind, ...]]:
-        sub = type(self)(fdef, g, filename, lines, self.ctx, region_name=self.region_name, adapter=adapter, helper=True)
-        params: list[ir.Var] = []
-        for n in names:
-            sub.locals[n] = sub.rename_params(bound[n], n, params)
-        self.ctx.stack.append(fdef.name)
-        try:
-            sub.compile_body(fdef.body)
-        except Unsupported as exc:
-            if self.adapter:
-                raise  # up to the call in user code
-            raise self.error(node, str(exc)) from None
-        except CompileError as err:
-            if adapter:
-                raise self.error(node, err.message, err.hint) from None
-            raise
-        finally:
-            self.ctx.stack.pop()
-        if not sub.terminated:
-            sub.emit(ir.Return((), ir.HELPER_RETURN, sub.line()))
-            sub.returns.append((ir.HELPER_RETURN, structure_of(ir.Const(None, Kind.NONE))))
-        structures = {s for _, s in sub.returns}
-        if len(structures) != 1:
-            raise self.error(node, f"'{fdef.name}' returns different kinds of value on different paths")
+        for runtime_returns in (False, True):
+            sub = type(self)(
+                fdef, g, filename, lines, self.ctx, region_name=self.region_name, adapter=adapter, helper=True
+            )
+            sub.runtime_returns = runtime_returns
+            params: list[ir.Var] = []
+            for n in names:
+                sub.locals[n] = sub.rename_params(bound[n], n, params)
+            self.ctx.stack.append(fdef)
+            try:
+                sub.compile_body(fdef.body)
+            except Unsupported as exc:
+                if self.adapter:
+                    raise  # up to the call in user code
+                raise self.error(node, str(exc)) from None
+            except CompileError as err:
+                if adapter:
+                    raise self.error(node, err.message, err.hint) from None
+                raise
+            finally:
+                self.ctx.stack.pop()
+            if not sub.terminated:
+                sub.emit(ir.Return((), ir.HELPER_RETURN, sub.line()))
+                sub.returns.append((ir.HELPER_RETURN, structure_of(ir.Const(None, Kind.NONE))))
+            structures = {s for _, s in sub.returns}
+            if len(structures) == 1:
+                break
+            # `return -1, x[0]` on one path, `return i, row` on another: the constants as values, once more
+            if runtime_returns or len({runtime_structure(s) for s in structures}) != 1:
+                raise self.error(node, f"'{who}' returns different kinds of value on different paths")
         structure = structures.pop()
         kinds = kinds_of(structure)
-        stem = "".join(ch if ch.isalnum() else "_" for ch in fdef.name).strip("_") or "fn"  # <lambda>: lambda
+        stem = "".join(ch if ch.isalnum() else "_" for ch in who).strip("_") or "fn"  # <lambda>: lambda; A.f: A_f
         symbol = f"ppy_fn_{len(self.ctx.helpers)}_{stem}"
         body = tuple(sub.body)
         self.ctx.helpers.append(ir.Helper(symbol, tuple(params), body, kinds, not adapter))
@@ -435,14 +492,21 @@ class CallCompiler:
     def rename_params(self, value: Any, name: str, params: list[ir.Var]) -> Any:
         """A helper's view of an argument: runtime atoms become its parameters, the rest stays static."""
         if isinstance(value, ir.Tup):
-            return ir.Tup(
-                tuple(self.rename_params(v, name, params) for v in value.items), value.structseq, value.is_list
-            )
+            items = tuple(self.rename_params(v, name, params) for v in value.items)
+            return ir.Tup(items, value.structseq, value.is_list, value.origin)
         if isinstance(value, KwArgs):
             return KwArgs(tuple((k, self.rename_params(v, k, params)) for k, v in value.items))
         if isinstance(value, Closure) and value.env is not None:
             env = tuple((k, self.rename_params(v, k, params)) for k, v in value.env)
             return Closure(value.node, value.owner, value.g, value.filename, value.lines, env)
+        if isinstance(value, ModuleValue):
+            return ModuleValue(self.rename_params(value.atom, name, params), value.mtype, name)
+        if isinstance(value, OptionalScalar):
+            none = self.rename_params(value.none, f"{name}_is_none", params)
+            return OptionalScalar(none, self.rename_params(value.value, name, params), name)
+        if isinstance(value, UnionValue):
+            tag = self.rename_params(value.tag, f"{name}_option", params)
+            return UnionValue(tag, self.rename_params(value.module, name, params), value.options, name)
         if isinstance(value, ir.Var):
             var = self.new_var(name, value.kind)
             params.append(var)

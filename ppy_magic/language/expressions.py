@@ -14,6 +14,7 @@ from typing import Any
 
 from . import ir, ops
 from .ir import Kind
+from .modules import dotted
 from .values import (
     COMPARE_INTRINSICS,
     FLOAT_BINOPS,
@@ -26,12 +27,28 @@ from .values import (
     SYMBOLS,
     CellFunction,
     Closure,
+    MaybeBound,
+    ModuleValue,
+    OptionalScalar,
+    PendingObject,
     Static,
     TensorMethod,
     Unbound,
+    UnionValue,
     constant,
     describe_node,
+    unbound_message,
 )
+
+NUMBERS = (*ir.SCALAR_KINDS, Kind.NUMBER)
+NUMBER_BINOPS = {
+    ast.Add: "number_add",
+    ast.Sub: "number_sub",
+    ast.Mult: "number_mul",
+    ast.Div: "number_truediv",
+    ast.FloorDiv: "number_floordiv",
+    ast.Mod: "number_mod",
+}
 
 
 class ExpressionCompiler:
@@ -40,6 +57,12 @@ class ExpressionCompiler:
         v = self.visit(node)
         if isinstance(v, Unbound):
             raise self.error(node, f"'{v.name}' may be unbound here: {v.why}")
+        if isinstance(v, PendingObject):
+            raise self.pending_error(node, v)
+        if isinstance(v, MaybeBound):  # bound by a loop that may have run zero times: Python checks
+            failing = (ir.Raise("UnboundLocalError", unbound_message(v.name), self.line()),)
+            self.emit(ir.If(v.flag, (), failing, self.line()))
+            return v.var
         return v
 
     def visit_Constant(self, node: ast.Constant) -> Any:
@@ -72,7 +95,16 @@ class ExpressionCompiler:
         return Static(value)
 
     def visit_Attribute(self, node: ast.Attribute) -> Any:
-        base = self.value(node.value)
+        key = dotted(node)
+        if key is not None and key in self.locals and not isinstance(self.locals[key], Unbound):
+            return self.locals[key]  # narrowed by `if self.x is not None:`
+        base = self.visit(node.value)
+        if isinstance(base, PendingObject):  # self.config.block_size: self.config is an object
+            base = self.pending_object(node, base)
+        elif isinstance(base, Unbound):
+            base = self.value(node.value)  # raises: unbound
+        if isinstance(base, ModuleValue):
+            return self.module_attribute(node, base)
         if isinstance(base, Static):
             try:
                 attr = getattr(base.value, node.attr)
@@ -86,6 +118,8 @@ class ExpressionCompiler:
         value = self.attribute_of_value(node, base)  # devices, dtypes, named tuples, torch.finfo/iinfo
         if value is not None:
             return value
+        if isinstance(base, ir.Tup) or kind in ir.SEQUENCE_KINDS:
+            return self.list_attribute(node, base)
         raise self.error(node, f"attribute `.{node.attr}` of {ops.describe(base)} is not supported in a region")
 
     _TENSOR_PROPERTIES = {"T": "numpy_T", "mT": "mT", "H": "matrix_H", "mH": "mH"}  # ATen ops
@@ -168,9 +202,6 @@ class ExpressionCompiler:
     def visit_Tuple(self, node: ast.Tuple) -> ir.Tup:
         return ir.Tup(tuple(self.starred_items(node.elts)))
 
-    def visit_List(self, node: ast.List) -> ir.Tup:
-        return ir.Tup(tuple(self.starred_items(node.elts)), is_list=True)
-
     def starred_items(self, elts: list[ast.expr]) -> list[Any]:
         out = []
         for e in elts:
@@ -191,9 +222,19 @@ class ExpressionCompiler:
 
     def binop(self, node: ast.AST, op: ast.operator, lhs: Any, rhs: Any) -> Any:
         symbol = SYMBOLS.get(type(op), type(op).__name__)
-        if isinstance(lhs, ir.Tup) or isinstance(rhs, ir.Tup) or getattr(lhs, "kind", None) == Kind.INTS:
+        lists = self.list_binop(node, op, lhs, rhs)
+        if lists is not None:
+            return lists
+        if (
+            isinstance(lhs, ir.Tup)
+            or isinstance(rhs, ir.Tup)
+            or getattr(lhs, "kind", None) == Kind.INTS
+            or (getattr(rhs, "kind", None) == Kind.INTS and type(op) is ast.Mult)
+        ):
             return self.sequence_binop(node, op, lhs, rhs)
         lk, rk = getattr(lhs, "kind", None), getattr(rhs, "kind", None)
+        if Kind.NUMBER in (lk, rk) and lk in NUMBERS and rk in NUMBERS:
+            return self.number_binop(node, op, lhs, rhs)
         if isinstance(lhs, ir.Const) and isinstance(rhs, ir.Const):
             return self.fold(node, PY_BINOPS[type(op)], lhs, rhs)
         if lk == Kind.TENSOR:
@@ -203,7 +244,7 @@ class ExpressionCompiler:
             if type(op) is ast.Div:  # Tensor.__truediv__ is div
                 return self.call_op(node, ops.OpSpec("div"), [lhs, rhs], {}, method=True, display="Tensor /")
             return self.call_op(node, ops.OpSpec(forward[0]), [lhs, rhs], {}, method=True, display=f"Tensor {symbol}")
-        if rk == Kind.TENSOR and lk in ir.SCALAR_KINDS:
+        if rk == Kind.TENSOR and lk in NUMBERS:
             reflected = ops.BINOPS.get(type(op), (None, None))[1]
             if reflected == "rdiv":  # torch/_tensor.py: __rdiv__ is self.reciprocal() * other
                 recip = self.call_op(node, ops.OpSpec("reciprocal"), [rhs], {}, method=True)
@@ -264,17 +305,35 @@ class ExpressionCompiler:
             return ir.Const(float(a.value), Kind.FLOAT)
         return self.intrinsic("to_float", Kind.FLOAT, a)
 
+    def number_binop(self, node: ast.AST, op: ast.operator, a: ir.Atom, b: ir.Atom) -> ir.Var:
+        """Arithmetic where a number of run-time type (t.item()) is involved: Python's rules, decided at run time."""
+        name = NUMBER_BINOPS.get(type(op))
+        if name is None:
+            raise self.error(
+                node,
+                f"`{SYMBOLS.get(type(op), '?')}` on a number from .item() is not supported in a region",
+                "Convert it first: float(t) or int(t).",
+            )
+        return self.intrinsic(name, Kind.NUMBER, a, b)
+
     def sequence_binop(self, node: ast.AST, op: ast.operator, lhs: Any, rhs: Any) -> Any:
         if type(op) is ast.Add and isinstance(lhs, ir.Tup) and isinstance(rhs, ir.Tup):
             return ir.Tup(lhs.items + rhs.items, is_list=lhs.is_list)
         if type(op) is ast.Add and all(
             isinstance(v, ir.Tup) or getattr(v, "kind", None) == Kind.INTS for v in (lhs, rhs)
         ):
+            for v in (lhs, rhs):  # a list parameter + a tuple fails in Python where the caller passed a list
+                self.not_a_list_parameter(node, v, "`+` on a list parameter (or a slice of one)")
             out = self.intrinsic("seq_concat", Kind.INTS, self.as_ints(node, lhs), self.as_ints(node, rhs))
             # a torch.Size on either side makes a torch.Size (Size.__add__ and __radd__)
             return self.sized(out) if getattr(lhs, "size", False) or getattr(rhs, "size", False) else out
-        if type(op) is ast.Mult and isinstance(lhs, ir.Tup) and isinstance(rhs, ir.Const) and rhs.kind == Kind.INT:
-            return ir.Tup(lhs.items * rhs.value, is_list=lhs.is_list)
+        if type(op) is ast.Mult:
+            seq, n = (lhs, rhs) if isinstance(lhs, ir.Tup) or getattr(lhs, "kind", None) == Kind.INTS else (rhs, lhs)
+            if isinstance(seq, ir.Tup) and isinstance(n, ir.Const) and n.kind in (Kind.INT, Kind.BOOL):
+                return ir.Tup(seq.items * int(n.value), is_list=seq.is_list)
+            if getattr(n, "kind", None) in (Kind.INT, Kind.BOOL):  # `(1,) * (x.ndim - 1)`: a run-time length
+                out = self.intrinsic("seq_repeat", Kind.INTS, self.as_ints(node, seq), self.as_int(n))
+                return self.sized(out) if getattr(seq, "size", False) else out  # a torch.Size * n is one
         raise self.error(
             node,
             f"`{SYMBOLS.get(type(op), '?')}` on {ops.describe(lhs)} and {ops.describe(rhs)} "
@@ -284,20 +343,23 @@ class ExpressionCompiler:
     def as_ints(self, node: ast.AST, v: Any) -> ir.Atom:
         if getattr(v, "kind", None) == Kind.INTS:
             return v
+        if getattr(v, "kind", None) == Kind.INT_LIST:
+            return self.intrinsic("tuple_from", Kind.INTS, v)
         if isinstance(v, ir.Tup) and all(getattr(i, "kind", None) == Kind.INT for i in v.items):
             return self.intrinsic("ints_make", Kind.INTS, *v.items)
         raise self.error(node, f"expected a sequence of ints, got {ops.describe(v)}")
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
-        operand = self.value(node.operand)
         if isinstance(node.op, ast.Not):
-            t = self.truth_of(node, operand)
-            return ir.Const(not t.value, Kind.BOOL) if isinstance(t, ir.Const) else self.intrinsic("not", Kind.BOOL, t)
+            return self.truth(node)
+        operand = self.value(node.operand)
         if isinstance(operand, ir.Const):
             return self.fold(node, PY_UNARYOPS[type(node.op)], operand)
         kind = getattr(operand, "kind", None)
         if kind == Kind.TENSOR:
             return self.call_op(node, ops.OpSpec(ops.UNARYOPS[type(node.op)]), [operand], {}, method=True)
+        if kind == Kind.NUMBER and isinstance(node.op, ast.USub):
+            return self.intrinsic("number_neg", Kind.NUMBER, operand)
         if kind in ir.SCALAR_KINDS and isinstance(node.op, ast.USub):
             if kind == Kind.FLOAT:
                 return self.intrinsic("float_neg", Kind.FLOAT, operand)
@@ -318,6 +380,13 @@ class ExpressionCompiler:
 
     # truth and comparisons
     def truth(self, node: ast.expr) -> ir.Atom:
+        """The truth of a test, as `if`/`while`/`assert`/`not` take it: `a and b` there is bool(a), then
+        bool(b) only if needed (each operand's truth taken once, as the interpreter takes it)."""
+        if isinstance(node, ast.BoolOp):
+            return self.short_circuit(node, isinstance(node.op, ast.And), self.bool_operands(node, self.truth))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            t = self.truth(node.operand)
+            return ir.Const(not t.value, Kind.BOOL) if isinstance(t, ir.Const) else self.intrinsic("not", Kind.BOOL, t)
         return self.truth_of(node, self.value(node))
 
     def truth_of(self, node: ast.AST, v: Any) -> ir.Atom:
@@ -334,94 +403,104 @@ class ExpressionCompiler:
             return self.intrinsic("int_truth", Kind.BOOL, v)
         if kind == Kind.FLOAT:
             return self.intrinsic("float_truth", Kind.BOOL, v)
-        if kind in (Kind.INTS, Kind.TENSORS, Kind.STR):
+        if kind in (*ir.SEQUENCE_KINDS, Kind.STR):
             return self.intrinsic("nonempty", Kind.BOOL, v)
+        if kind == Kind.TENSOR:  # Tensor.__bool__: aten::is_nonzero, with its errors for 0 or 2+ elements
+            return self.call_op(node, ops.OpSpec("is_nonzero"), [v], {}, method=True, display="bool(Tensor)")
+        if kind == Kind.NUMBER:
+            return self.intrinsic("number_truth", Kind.BOOL, v)
         if kind in ir.HELD_BY:
             raise self.error(
                 node,
                 f"the truth of a {ir.KIND_NAMES[kind]} value is not supported in a region",
                 "Test `x is not None` instead.",
             )
-        raise self.error(
-            node,
-            "branching on a tensor's value is not supported in a region",
-            "Branch on shapes, parameters or `is None`; or keep this function Python.",
-        )
+        raise self.error(node, f"the truth of {ops.describe(v)} is not supported in a region")
 
     def visit_BoolOp(self, node: ast.BoolOp) -> Any:
-        # Python's `and`/`or` return an operand; a region supports them on bools (and constants).
-        first = self.value(node.values[0])
-        if isinstance(first, ir.Const):
-            v = first
-            for i, sub in enumerate(node.values):
-                v = self.value(sub) if i else first
-                if not isinstance(v, ir.Const):
-                    if getattr(v, "kind", None) != Kind.BOOL:
-                        raise self.error(sub, "`and`/`or` are supported on bools in a region")
-                    return v
-                if (isinstance(node.op, ast.And) and not v.value) or (isinstance(node.op, ast.Or) and v.value):
-                    return v
-            return v
-        if getattr(first, "kind", None) != Kind.BOOL:
-            raise self.error(node.values[0], "`and`/`or` are supported on bools in a region")
-        # Short-circuit with an `if`, so the right side's ATen calls run only when Python runs them.
-        out = self.new_var("cond", Kind.BOOL)
-        self.emit(ir.Declare(out, self.line()))
-        self.emit(ir.Move(out, first, self.line()))
-        self.short_circuit(node, out, node.values[1:], node.values[0])
-        return out
+        """`a and b`, `a or b`: Python's value (an operand) and short-circuit (later operands, and their
+        ATen calls, only when the earlier ones leave the result open)."""
+        return self.short_circuit(node, isinstance(node.op, ast.And), self.bool_operands(node, self.value))
 
-    def short_circuit(self, node: ast.BoolOp, out: ir.Var, rest: list[ast.expr], previous: ast.expr) -> None:
-        if not rest:
-            return
-        narrowed = self.narrowing(previous)  # `x is not None and x > 0`: x holds a value on the right
-        with self.block() as lazy:
-            if narrowed is not None and narrowed[1] == isinstance(node.op, ast.And):
-                self.narrow(narrowed[0])
-            v = self.value(rest[0])
-            if getattr(v, "kind", None) != Kind.BOOL:
-                raise self.error(rest[0], "`and`/`or` are supported on bools in a region")
-            self.emit(ir.Move(out, v, self.line()))
-            self.short_circuit(node, out, rest[1:], rest[0])
-        if isinstance(node.op, ast.And):
-            self.emit(ir.If(out, tuple(lazy.body), (), self.line()))
-        else:
-            self.emit(ir.If(out, (), tuple(lazy.body), self.line()))
+    def bool_operands(self, node: ast.BoolOp, compile_one: Any) -> list:
+        """Thunks compiling each operand of `and`/`or`; a later operand knows what the earlier ones say of
+        Tensor-or-None names (`x is not None and x.sum() > 0`: x is a tensor in the second)."""
+        is_and = isinstance(node.op, ast.And)
+
+        def operand(i: int) -> Any:
+            saved = dict(self.locals)
+            for earlier in node.values[:i]:
+                self.narrow_on(self.narrowing(earlier), is_and)
+            try:
+                return compile_one(node.values[i])
+            finally:
+                self.locals = saved
+
+        return [lambda i=i: operand(i) for i in range(len(node.values))]
 
     def visit_Compare(self, node: ast.Compare) -> Any:
-        left = self.value(node.left)
-        result = None
-        for op, comp in zip(node.ops, node.comparators, strict=True):
-            right = self.value(comp)
-            part = self.compare(node, op, left, right)
-            if result is None:
-                result = part
-            elif isinstance(result, ir.Const):
-                result = part if result.value else result
-            elif isinstance(part, ir.Const):
-                result = result if part.value else part
-            else:
-                result = self.intrinsic("and", Kind.BOOL, result, part)
-            left = right
-        return result
+        """`a < b < c` is `(a < b) and (b < c)` with b evaluated once and c only if a < b holds."""
+        left: list[Any] = [None]
+
+        def part(i: int) -> Any:
+            if i == 0:
+                left[0] = self.value(node.left)
+            right = self.value(node.comparators[i])
+            result = self.compare(node, node.ops[i], left[0], right)
+            left[0] = right
+            return result
+
+        if len(node.ops) == 1:
+            return part(0)
+        return self.short_circuit(node, True, [lambda i=i: part(i) for i in range(len(node.ops))])
+
+    def short_circuit(self, node: ast.AST, is_and: bool, operands: list) -> Any:
+        """The value of `operands[0]() and/or operands[1]() ...`: each operand is compiled where Python would
+        evaluate it (nested branches); the paths' values join into one variable."""
+        finals: list[tuple[Any, list]] = []  # (value, the body in which it is the result)
+        levels: list[tuple[list, ir.Atom, list, list]] = []  # (outer body, truth, rest, short)
+        outer = self.body
+        try:
+            for i, operand in enumerate(operands):
+                v = operand()
+                if i == len(operands) - 1:
+                    finals.append((v, self.body))
+                    break
+                t = self.truth_of(node, v)
+                if isinstance(t, ir.Const):
+                    if t.value != is_and:  # decided: this operand is the value
+                        finals.append((v, self.body))
+                        break
+                    continue
+                rest: list[ir.Stmt] = []
+                short: list[ir.Stmt] = []
+                levels.append((self.body, t, rest, short))
+                finals.append((v, short))
+                self.body = rest
+        finally:
+            self.body = outer
+        if len(finals) == 1:
+            value, body = finals[0]
+            if body is outer:
+                return value
+        joined = self.join(node, "value", [v for v, _ in finals], [b for _, b in finals])
+        if isinstance(joined, Unbound):
+            raise self.error(node, "the operands of `and`/`or` have different kinds; a region needs one")
+        for body, t, rest, short in reversed(levels):
+            then, orelse = (rest, short) if is_and else (short, rest)
+            body.append(ir.If(t, tuple(then), tuple(orelse), self.line()))
+        return joined
 
     def compare(self, node: ast.AST, op: ast.cmpop, a: Any, b: Any) -> Any:
         t = type(op)
         if t in (ast.Is, ast.IsNot):
             return self.identity(node, t is ast.Is, a, b)
         if t in (ast.In, ast.NotIn):
-            found = self.contains(node, a, b)
-            if t is ast.In:
-                return found
-            return (
-                ir.Const(not found.value, Kind.BOOL)
-                if isinstance(found, ir.Const)
-                else self.intrinsic("not", Kind.BOOL, found)
-            )
+            return self.membership(node, t is ast.In, a, b)
         if isinstance(a, ir.Const) and isinstance(b, ir.Const):
             return self.fold(node, PY_COMPARE[t], a, b)
         ka, kb = getattr(a, "kind", None), getattr(b, "kind", None)
-        if ka == Kind.TENSOR or (kb == Kind.TENSOR and ka in ir.SCALAR_KINDS):
+        if ka == Kind.TENSOR or (kb == Kind.TENSOR and ka in NUMBERS):
             if t not in ops.COMPARE_OPS:
                 raise self.error(node, f"{describe_node(node)} on tensors is not supported in a region")
             name, swapped = ops.COMPARE_OPS[t]
@@ -429,6 +508,8 @@ class ExpressionCompiler:
                 return self.call_op(node, ops.OpSpec(name), [a, b], {}, method=True)
             return self.call_op(node, ops.OpSpec(swapped), [b, a], {}, method=True)
         cmp = COMPARE_INTRINSICS.get(t)
+        if Kind.NUMBER in (ka, kb) and ka in NUMBERS and kb in NUMBERS and cmp is not None:
+            return self.intrinsic(f"number_{cmp}", Kind.BOOL, a, b)
         if ka in ir.SCALAR_KINDS and kb in ir.SCALAR_KINDS and cmp is not None:
             if ka == kb or {ka, kb} == {Kind.INT, Kind.BOOL}:
                 return self.intrinsic(cmp, Kind.BOOL, a, b)
@@ -444,32 +525,41 @@ class ExpressionCompiler:
             return self.intrinsic(cmp, Kind.BOOL, lhs, rhs)
         raise self.error(node, f"comparing {ops.describe(a)} with {ops.describe(b)} is not supported in a region")
 
-    def contains(self, node: ast.AST, item: Any, seq: Any) -> ir.Atom:
-        """`item in seq` for a tuple known when compiled (each item compared with ==, as Python does for
-        numbers, str and dtypes) or a sequence of ints known at run time."""
-        if isinstance(seq, ir.Tup):
-            found: ir.Atom = ir.Const(False, Kind.BOOL)
-            for x in seq.items:
-                if isinstance(x, ir.Tup) or isinstance(item, ir.Tup):
-                    raise self.error(node, "`in` a tuple of tuples is not supported in a region")
-                eq = self.compare(node, ast.Eq(), item, x)
-                if getattr(eq, "kind", None) != Kind.BOOL:
-                    raise self.error(node, f"`in` on {ops.describe(item)} is not supported in a region")
-                if isinstance(found, ir.Const):
-                    found = eq if not found.value else found
-                elif isinstance(eq, ir.Const):
-                    found = found if not eq.value else eq
-                else:
-                    found = self.intrinsic("or", Kind.BOOL, found, eq)
-            return found
-        if getattr(seq, "kind", None) == Kind.INTS and getattr(item, "kind", None) in (Kind.INT, Kind.BOOL):
-            return self.intrinsic("seq_contains", Kind.BOOL, seq, self.as_int(item))
-        raise self.error(node, f"`in` on {ops.describe(item)} and {ops.describe(seq)} is not supported in a region")
+    def membership(self, node: ast.AST, is_in: bool, a: Any, b: Any) -> ir.Atom:
+        """`a in (b, c)` for ints, bools, strs and dtypes: `a == b or a == c`, stopping at the first that holds
+        (floats are left out: Python's `in` tests identity first, and a NaN is equal to itself there); `a in s`
+        of an int and a sequence of ints known at run time (`d in x.shape`)."""
+        if getattr(b, "kind", None) == Kind.INTS and getattr(a, "kind", None) in (Kind.INT, Kind.BOOL):
+            found = self.intrinsic("seq_contains", Kind.BOOL, b, self.as_int(a))
+            return found if is_in else self.intrinsic("not", Kind.BOOL, found)
+        kinds = (Kind.INT, Kind.BOOL, Kind.STR, Kind.DTYPE)
+        if not (
+            isinstance(b, ir.Tup)
+            and getattr(a, "kind", None) in kinds
+            and all(getattr(i, "kind", None) in kinds for i in b.items)
+        ):
+            raise self.error(node, f"`in` on {ops.describe(a)} and {ops.describe(b)} is not supported in a region")
+        if isinstance(a, ir.Const) and all(isinstance(i, ir.Const) for i in b.items):
+            return ir.Const((a.value in [i.value for i in b.items]) == is_in, Kind.BOOL)
+        tests = [lambda i=i: self.compare(node, ast.Eq(), a, i) for i in b.items]
+        found = self.short_circuit(node, False, tests) if tests else ir.Const(False, Kind.BOOL)
+        if isinstance(found, ir.Const):
+            return ir.Const(bool(found.value) == is_in, Kind.BOOL)
+        return found if is_in else self.intrinsic("not", Kind.BOOL, found)
 
     def identity(self, node: ast.AST, is_: bool, a: Any, b: Any) -> ir.Atom:
         if isinstance(b, ir.Const) and b.kind == Kind.NONE:
             a, b = b, a
         if isinstance(a, ir.Const) and a.kind == Kind.NONE:
+            if isinstance(b, OptionalScalar):
+                return b.none if is_ else self.intrinsic("not", Kind.BOOL, b.none)
+            if isinstance(b, UnionValue):
+                if None not in b.options:
+                    return ir.Const(not is_, Kind.BOOL)
+                none = ir.Const(b.options.index(None), Kind.INT)
+                return self.intrinsic("eq" if is_ else "ne", Kind.BOOL, b.tag, none)
+            if isinstance(b, ModuleValue):
+                return ir.Const(not is_, Kind.BOOL)
             kind = getattr(b, "kind", None)
             if kind in ir.HELD_BY:
                 return self.intrinsic("is_none" if is_ else "is_not_none", Kind.BOOL, b)
@@ -494,12 +584,12 @@ class ExpressionCompiler:
         test = self.truth(node.test)
         if isinstance(test, ir.Const):
             return self.value(node.body if test.value else node.orelse)
+        narrowed = self.narrowing(node.test)
         results = []
         bodies = []
         for expr, which in ((node.body, True), (node.orelse, False)):
             with self.block() as path:
-                if narrowed is not None and narrowed[1] == which:
-                    self.narrow(narrowed[0])
+                self.narrow_on(narrowed, which)
                 results.append(self.value(expr))
             bodies.append(path.body)
         joined = self.join(node, "value", results, bodies)

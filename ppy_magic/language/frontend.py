@@ -5,8 +5,10 @@ Every rule that decides whether a decorated function can be compiled lives here
 ``CompileError`` in one format: ``at L:C:``, the source line and a caret under
 the offending node. The rules:
 
-- the function is defined at the top level of the cell or file (``decorated_functions``
-  tells the two apart; ``not_top_level`` is the refusal);
+- the function is defined at the top level of the cell or file, or is a method of a class
+  defined there (``decorated_functions`` tells these from the rest; ``not_top_level`` is the
+  refusal); a method's first parameter is the instance, whose attributes it reads per call
+  (``modules.py``);
 - the level in ``@ppy.opt(...)`` is an int literal from 0 to ``MAX_LEVEL`` (``compile_decorated``);
 - it is not ``async``, not a generator, does not call itself, has no other decorator, and
   its parameters are plain positional ones, with ``*args``/``**kwargs`` allowed, but no
@@ -35,23 +37,41 @@ FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 def decorated_functions(
     tree: ast.Module, g: Globals, default_level: int = decorator.DEFAULT_LEVEL
 ) -> tuple[list[tuple[FunctionNode, int]], list[tuple[FunctionNode, int]]]:
-    """Top-level decorated functions (with their level) and decorated defs elsewhere.
+    """Decorated top-level functions and methods of top-level classes (with their level), and
+    decorated defs elsewhere.
 
     A level is -1 where it is not an int literal from 0 to MAX_LEVEL (``compile_decorated``
     says why; the decorator itself raises for an invalid value when it runs)."""
     top, nested = [], []
+    methods = method_owners(tree)
     for node in ast.walk(tree):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         level = opt_level(node, g, default_level)
         if level is None:
             continue
-        (top if node in tree.body else nested).append((node, level))
+        (top if node in tree.body or node in methods else nested).append((node, level))
     return top, nested
 
 
+def method_owners(tree: ast.Module) -> dict[ast.AST, ast.ClassDef]:
+    """The methods of the top-level classes of `tree`, and their class."""
+    return {
+        stmt: cls
+        for cls in tree.body
+        if isinstance(cls, ast.ClassDef)
+        for stmt in cls.body
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+
+
 def compile_decorated(
-    node: FunctionNode, g: Globals, filename: str, lines: Sequence[str], level: int
+    node: FunctionNode,
+    g: Globals,
+    filename: str,
+    lines: Sequence[str],
+    level: int,
+    owner: ast.ClassDef | None = None,
 ) -> ir.Function | None:
     """The IR of a top-level decorated function at `level`, or None at level 0 (never compiled).
 
@@ -72,7 +92,7 @@ def compile_decorated(
         )
     if level == 0:
         return None
-    return compile_function(node, g, filename, list(lines), level)
+    return compile_function(node, g, filename, list(lines), level, owner)
 
 
 def compile_function(
@@ -81,17 +101,21 @@ def compile_function(
     filename: str,
     source_lines: list[str],
     level: int,
+    owner: ast.ClassDef | None = None,
     overrides: dict[str, ir.Kind] | None = None,
 ) -> ir.Function:
-    """The IR of one function, or a located CompileError saying why it stays Python. `overrides`: the
-    kinds of unannotated parameters without a default (tensors otherwise), as a first call gave them."""
-    check_function(fn, g, filename, source_lines)
+    """The IR of one function (a method of `owner`), or a located CompileError saying why it stays Python.
+    `overrides`: the kinds of unannotated parameters without a default (tensors otherwise), as a first call
+    gave them."""
+    check_function(fn, g, filename, source_lines, owner)
     assert isinstance(fn, ast.FunctionDef)  # check_function refuses `async def`
-    return translate(fn, g, filename, source_lines, level, overrides)
+    return translate(fn, g, filename, source_lines, level, owner, overrides)
 
 
-def check_function(fn: FunctionNode, g: Globals, filename: str, lines: Sequence[str]) -> None:
-    """The rules on the function as a whole, before its body is compiled."""
+def check_function(
+    fn: FunctionNode, g: Globals, filename: str, lines: Sequence[str], owner: ast.ClassDef | None = None
+) -> None:
+    """The rules on the function (or method of `owner`) as a whole, before its body is compiled."""
 
     def refuse(node: ast.AST, message: str, hint: str) -> CompileError:
         return located_error(node, message, hint, filename=filename, lines=lines, function=fn.name)
@@ -128,13 +152,15 @@ def check_function(fn: FunctionNode, g: Globals, filename: str, lines: Sequence[
             "keyword-only and positional-only parameters are not supported in a region",
             "Use plain positional parameters.",
         )
+    if owner is not None and not a.args:
+        raise refuse(fn, "a method compiled as a region takes the instance first", "Add `self` as its first parameter.")
 
 
 def not_top_level(node: FunctionNode, filename: str, lines: Sequence[str]) -> CompileError:
-    """Why a decorated def inside a function or a class stays Python."""
+    """Why a decorated def inside a function or a nested class stays Python."""
     return located_error(
         node,
-        "only top-level functions of a cell or file are compiled",
+        "only top-level functions of a cell or file (and methods of its top-level classes) are compiled",
         "Move the function to the top level of the cell.",
         filename=filename,
         lines=lines,
@@ -145,6 +171,9 @@ def not_top_level(node: FunctionNode, filename: str, lines: Sequence[str]) -> Co
 def not_compiled_reason(fn: Callable) -> str:
     """Why a decorated function that the source's compilation did not see stays Python."""
     qualname = getattr(fn, "__qualname__", "")
-    if "<locals>" in qualname or "." in qualname:
-        return "only top-level functions of a cell or file are compiled (this one is nested or a method)"
+    if "<locals>" in qualname or qualname.count(".") > 1:
+        return (
+            "only top-level functions of a cell or file (and methods of its top-level classes) "
+            "are compiled (this one is nested)"
+        )
     return "it was not found among the cell's top-level functions"

@@ -30,10 +30,13 @@ from .calls import CallCompiler
 from .expressions import ExpressionCompiler
 from .indexing import IndexCompiler
 from .ir import Kind
+from .lists import ListCompiler, RuntimeListNeeded
+from .loops import LoopCompiler, LoopFrame, _Widen
+from .modules import LayoutBuilder, ModuleCompiler, freeze_plan
 from .namespace import Globals, function_key
 from .pyvalues import PyValueCompiler
 from .statements import StatementCompiler
-from .values import HINTS, KwArgs, Unsupported, describe_node
+from .values import HINTS, KwArgs, ModuleValue, Unsupported, describe_node
 
 # ---- located errors ------------------------------------------------------------------------------
 
@@ -76,6 +79,12 @@ class Context:
     frozen: dict[str, Any] = field(default_factory=dict)
     result_types: list[Any] = field(default_factory=list)
     source_lines: dict[int, str] = field(default_factory=dict)
+    classes: Any = None  # classes.Classes of the region's source
+    layouts: list[LayoutBuilder] = field(default_factory=list)  # what the runtime reads of modules
+    layout_index: dict[Any, LayoutBuilder] = field(default_factory=dict)
+    root: Any = None  # the region's own definition (recursion)
+    filename: str = ""  # the region's source file
+    list_kinds: dict[Any, Kind] = field(default_factory=dict)  # list displays that must be run-time lists
 
 
 @dataclass
@@ -88,7 +97,15 @@ class Block:
 
 
 class FunctionCompiler(
-    StatementCompiler, ExpressionCompiler, IndexCompiler, CallCompiler, PyValueCompiler, ast.NodeVisitor
+    StatementCompiler,
+    LoopCompiler,
+    ListCompiler,
+    ExpressionCompiler,
+    IndexCompiler,
+    CallCompiler,
+    PyValueCompiler,
+    ModuleCompiler,
+    ast.NodeVisitor,
 ):
     """Turns one FunctionDef into statements; raises CompileError otherwise."""
 
@@ -118,6 +135,14 @@ class FunctionCompiler(
         self.returns: list[tuple[str, Any]] = []  # (spec, structure) of each return
         self.terminated = False
         self._stmt: ast.stmt | None = None
+        self.loops: list[LoopFrame] = []  # the loops around the statement being compiled
+        self.runtime_returns = False  # a helper whose paths return a constant and a value of one kind
+        # variables holding a list parameter or a slice of one: a list or a tuple, as the caller passed it
+        self.param_vars: set[str] = set()
+
+    @property
+    def classes(self) -> Any:
+        return self.ctx.classes
 
     # -- errors ------------------------------------------------------------------
     def error(self, node: ast.AST, message: str, hint: str | None = None) -> CompileError:
@@ -130,7 +155,7 @@ class FunctionCompiler(
     def visit(self, node: ast.AST) -> Any:
         try:
             return super().visit(node)
-        except (CompileError, Unsupported):
+        except (CompileError, Unsupported, RuntimeListNeeded, _Widen):
             raise
         except ops.ResolveError as exc:
             raise self.error(node, str(exc)) from None
@@ -268,19 +293,31 @@ def translate(
     filename: str,
     source_lines: list[str],
     level: int,
+    owner: ast.ClassDef | None = None,
     overrides: dict[str, Kind] | None = None,
 ) -> ir.Function:
     """The IR of a function the front door accepted (plain positional parameters, no decorators
     but @ppy.opt, not async, no generator); CompileError if its body is outside the language.
+    A method (`owner` is its class) reads its first parameter's attributes through the plan.
 
     Two-kind parameters (ir.VARIANTS) are compiled for both kinds; where the body is outside the
     language for one of them (`min(a, 3.0)` of an int `a` may be an int or a float), the function is
     compiled for their second kind only, and a value of the first kind runs the Python body."""
     overrides = overrides or {}
     try:
-        return _translate(fn, g, filename, source_lines, level, overrides, MAX_VARIANTS)
+        return _translate(fn, g, filename, source_lines, level, owner, overrides, MAX_VARIANTS)
     except CompileError:
-        return _translate(fn, g, filename, source_lines, level, overrides, 0)
+        return _translate(fn, g, filename, source_lines, level, owner, overrides, 0)
+
+
+def classes_of(g: Globals, filename: str, source_lines: list[str]) -> Any:
+    """The class models of one source, made once (``classes.Classes``)."""
+    from .classes import Classes
+
+    found = g.cache.get("classes")
+    if found is None:
+        found = g.cache["classes"] = Classes(g, filename, source_lines)
+    return found
 
 
 def _translate(
@@ -289,16 +326,65 @@ def _translate(
     filename: str,
     source_lines: list[str],
     level: int,
+    owner: ast.ClassDef | None,
     overrides: dict[str, Kind],
     max_variants: int,
 ) -> ir.Function:
-    ctx = Context()
+    """One attempt at most `max_variants` two-kind parameters. A list the body changes is learnt while
+    compiling (``RuntimeListNeeded``): the function is compiled again with that list made a run-time list
+    from the start."""
+    list_kinds: dict[Any, Kind] = {}
+    while True:
+        try:
+            return _translate_once(fn, g, filename, source_lines, level, owner, overrides, max_variants, list_kinds)
+        except RuntimeListNeeded as need:
+            if need.key in list_kinds or len(list_kinds) > 256:
+                raise located_error(
+                    need.node,
+                    "this list holds items of different kinds",
+                    "A region keeps a changing list of tensors, of ints or of floats.",
+                    filename=filename,
+                    lines=source_lines,
+                    function=fn.name,
+                ) from None
+            list_kinds[need.key] = need.kind
+
+
+def _translate_once(
+    fn: ast.FunctionDef,
+    g: Globals,
+    filename: str,
+    source_lines: list[str],
+    level: int,
+    owner: ast.ClassDef | None,
+    overrides: dict[str, Kind],
+    max_variants: int,
+    list_kinds: dict,
+) -> ir.Function:
+    from .classes import ClassRef, ModType
+
+    ctx = Context(classes=classes_of(g, filename, source_lines), root=fn, filename=filename, list_kinds=list_kinds)
     comp = FunctionCompiler(fn, g, filename, source_lines, ctx, region_name=fn.name)
     a = fn.args
     params = []
     variants: list[tuple[str, ir.Var, ir.Var, ir.Var]] = []  # (name, selector, as the first kind, the second)
+    param_layouts = []
     defaults = [None] * (len(a.args) - len(a.defaults)) + list(a.defaults)
-    for arg, default in zip(a.args, defaults, strict=True):
+    for i, (arg, default) in enumerate(zip(a.args, defaults, strict=True)):
+        if owner is not None and i == 0:
+            ref = ClassRef(owner.name, None, (owner.lineno, owner.end_lineno or owner.lineno))
+            model = ctx.classes.model(ref)
+            if model.problem:
+                raise comp.error(owner, f"the methods of {owner.name} cannot be compiled: {model.problem}")
+            if default is not None:
+                raise comp.error(default, f"'{arg.arg}' is the instance: it cannot have a default")
+            var = comp.new_var(arg.arg, Kind.MODULE)
+            mtype = ModType(ref, module=model.module)
+            comp.locals[arg.arg] = ModuleValue(var, mtype, arg.arg)
+            params.append(ir.Param(var.name, Kind.MODULE))
+            param_layouts.append(comp.layout(mtype).index)
+            continue
+        param_layouts.append(-1)
         kind, value, has_default = _param(comp, arg, default, overrides)
         if kind in ir.VARIANTS and len(variants) < max_variants:
             first_kind, second_kind = ir.VARIANTS[kind]
@@ -312,6 +398,8 @@ def _translate(
             kind = ir.VARIANTS[kind][1]
         var = comp.new_var(arg.arg, kind)
         comp.locals[arg.arg] = var
+        if kind in (Kind.TENSORS, Kind.INTS):  # the runtime takes a list or a tuple for either
+            comp.param_vars.add(var.name)
         params.append(ir.Param(var.name, kind, value, has_default))
     # *args and **kwargs: ignored when the body never reads them (the call may pass anything there);
     # otherwise the region is for calls that pass none (others run the Python body) and they are empty.
@@ -334,7 +422,7 @@ def _translate(
         raise CompileError(err.message, err.loc, hint, err.function, err._source_line) from None
     if not comp.terminated:
         raise comp.error(fn, "a region must end with `return`", "Return the result tensor(s).")
-    specs = {s for s, _ in comp.returns}
+    specs = {s for s, _ in comp.returns} or {ir.RETURN_CODES[Kind.NONE]}  # no return: it never returns
     if len(specs) != 1:
         raise comp.error(
             fn,
@@ -349,7 +437,7 @@ def _translate(
     lines.update(ctx.source_lines)
     return ir.Function(
         name=fn.name,
-        qualname=fn.name,
+        qualname=f"{owner.name}.{fn.name}" if owner is not None else fn.name,
         params=tuple(params),
         body=tuple(comp.body),
         level=level,
@@ -363,6 +451,10 @@ def _translate(
         frozen_globals=dict(ctx.frozen),
         extras=extras,
         untyped=tuple(
-            i for i, (arg, d) in enumerate(zip(a.args, defaults, strict=True)) if arg.annotation is None and d is None
+            i
+            for i, (arg, d) in enumerate(zip(a.args, defaults, strict=True))
+            if arg.annotation is None and d is None and not (owner is not None and i == 0)  # not a method's self
         ),
+        owner=owner.name if owner is not None else None,
+        plan=freeze_plan(ctx.layouts, param_layouts),
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import ir, ops
 from .ir import Kind
-from .values import Static
+from .values import ModuleValue, Static
 
 
 class IndexCompiler:
@@ -21,8 +21,12 @@ class IndexCompiler:
         base = self.value(node.value)
         if isinstance(base, ir.Tup):
             return self.tuple_index(node, base)
+        if isinstance(base, ModuleValue):  # a ModuleList, Sequential or ModuleDict
+            if isinstance(node.slice, ast.Slice):
+                raise self.error(node, "slicing modules is not supported in a region")
+            return self.module_index(node, base, self.value(node.slice))
         kind = getattr(base, "kind", None)
-        if kind in (Kind.INTS, Kind.TENSORS):
+        if kind in ir.SEQUENCE_KINDS:
             return self.sequence_index(node, base)
         if kind != Kind.TENSOR:
             raise self.error(node, f"indexing {ops.describe(base)} is not supported in a region")
@@ -36,44 +40,49 @@ class IndexCompiler:
                 for p in (node.slice.lower, node.slice.upper, node.slice.step)
             ]
             if all(isinstance(p, ir.Const) for p in parts):
-                return ir.Tup(base.items[slice(*(p.value for p in parts))])
+                items = base.items[slice(*(p.value for p in parts))]
+                return self.make_list(node, items) if base.is_list else ir.Tup(items)
+            if base.is_list:
+                return self.sequence_index(node, self.as_runtime_list(node, base))
             return self.sequence_index(node, self.as_ints(node, base))
+        if isinstance(idx, ir.Const) and idx.kind == Kind.INT and -len(base.items) <= idx.value < len(base.items):
+            return base.items[idx.value]
+        if getattr(idx, "kind", None) in (Kind.INT, Kind.BOOL):
+            # an index known only at run time (or out of range): the items as a run-time sequence, which
+            # raises IndexError as Python does
+            kinds = {getattr(i, "kind", None) for i in base.items}
+            kind = kinds.pop() if len(kinds) == 1 else None
+            if base.is_list and kind in ir.LIST_OF:
+                seq = self.intrinsic("list_of", ir.LIST_OF[kind], *base.items)
+                return self.intrinsic("seq_get", kind, seq, self.as_int(idx))
+            if not base.is_list and kind in (Kind.INT, Kind.TENSOR):
+                tup = Kind.INTS if kind == Kind.INT else Kind.TENSORS
+                seq = self.intrinsic("tuple_from", tup, self.intrinsic("list_of", ir.LIST_OF[kind], *base.items))
+                return self.intrinsic("seq_get", kind, seq, self.as_int(idx))
         if isinstance(idx, ir.Const) and idx.kind == Kind.INT:
-            try:
-                return base.items[idx.value]
-            except IndexError:
-                raise self.error(node, "tuple index out of range") from None
-        if getattr(idx, "kind", None) == Kind.INT and all(getattr(i, "kind", None) == Kind.INT for i in base.items):
-            return self.intrinsic("seq_index", Kind.INT, self.as_ints(node, base), idx)
-        raise self.error(node, "indexing a tuple needs an int index known at compile time")
+            raise self.error(node, f"{'list' if base.is_list else 'tuple'} index out of range, in Python too")
+        raise self.error(
+            node,
+            "indexing a tuple whose items have different kinds needs an index known at compile time",
+        )
 
     def sequence_index(self, node: ast.Subscript, base: ir.Atom) -> Any:
+        """`s[i]` and `s[a:b:c]` of a list or a run-time tuple, with Python's bounds and errors."""
         if isinstance(node.slice, ast.Slice):
             parts = []
             for p in (node.slice.lower, node.slice.upper, node.slice.step):
                 v = self.value(p) if p is not None else ir.Const(None, Kind.NONE)
-                if getattr(v, "kind", None) not in (Kind.INT, Kind.NONE):
+                if getattr(v, "kind", None) not in (Kind.INT, Kind.BOOL, Kind.NONE):
                     raise self.error(node, "slice bounds must be ints or None")
-                parts.append(v)
-            if base.kind != Kind.INTS:
-                raise self.error(node, "slicing a list of tensors is not supported in a region")
-            out = self.intrinsic("seq_slice", Kind.INTS, base, *parts)
-            return self.sized(out) if getattr(base, "size", False) else out  # a slice of a torch.Size is one
+                parts.append(self.as_int(v) if v.kind == Kind.BOOL else v)
+            part = self.intrinsic("seq_slice", base.kind, base, *parts)
+            if isinstance(base, ir.Var) and base.name in self.param_vars:
+                self.param_vars.add(part.name)  # a list or a tuple, as the parameter is
+            return self.sized(part) if getattr(base, "size", False) else part  # a slice of a torch.Size is one
         idx = self.value(node.slice)
-        if getattr(idx, "kind", None) != Kind.INT:
-            raise self.error(node.slice, "a sequence index must be an int")
-        if base.kind == Kind.INTS:
-            return self.intrinsic("seq_index", Kind.INT, base, idx)
-        n = self.intrinsic("seq_len", Kind.INT, base)
-        self.emit(
-            ir.If(
-                self.intrinsic("index_out_of_range", Kind.BOOL, idx, n),
-                (ir.Raise("IndexError", "tuple index out of range", self.line()),),
-                (),
-                self.line(),
-            )
-        )
-        return self.intrinsic("seq_item_signed", Kind.TENSOR, base, idx, n)
+        if getattr(idx, "kind", None) not in (Kind.INT, Kind.BOOL):
+            raise self.error(node.slice, f"sequence indices must be ints, not {ops.describe(idx)}")
+        return self.intrinsic("seq_get", ir.ITEM_KIND[base.kind], base, self.as_int(idx))
 
     def index_items(self, sl: ast.expr) -> tuple[ir.IndexItem, ...]:
         elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
@@ -104,6 +113,8 @@ class IndexCompiler:
                 items.append(ir.IndexItem("tensor", (v,)))
             elif isinstance(v, ir.Tup) and v.items and all(getattr(i, "kind", None) == Kind.INT for i in v.items):
                 items.append(ir.IndexItem("list", tuple(v.items)))  # x[:, [0, -1]]: a Long index tensor
+            elif getattr(v, "kind", None) == Kind.INT_LIST:
+                items.append(ir.IndexItem("ints", (v,)))  # a run-time list of ints: a Long index tensor too
             else:
                 raise self.error(
                     e,
@@ -117,6 +128,8 @@ class IndexCompiler:
 
     def setitem(self, target: ast.Subscript, value: Any) -> None:
         base = self.value(target.value)
+        if self.list_setitem(target, base, value):
+            return
         if getattr(base, "kind", None) != Kind.TENSOR:
             raise self.error(target, "only tensors support item assignment in a region")
         self.store_item(target, base, self.index_items(target.slice), value)

@@ -38,8 +38,14 @@ class Kind(str, Enum):
     OPT_FLOAT = "G"  # a float or None
     OPT_BOOL = "C"  # a bool or None
     OPT_DTYPE = "E"  # a torch.dtype or None
-    NUMBER = "n"  # a parameter holding an int or a float (the body is compiled for each; Param.parts)
+    INT_OR_FLOAT = "F"  # a parameter holding an int or a float (the body is compiled for each; Param.parts)
     DEVICE_OR_STR = "V"  # a parameter holding a device string or a torch.device (likewise)
+    MODULE = "M"  # an nn.Module (or plain object) whose attributes the runtime read at the call
+    MODULES = "m"  # the modules of a ModuleList or Sequential of one class, read at the call
+    NUMBER = "n"  # a Python int, float or bool whose type a tensor's dtype decides at run time (t.item())
+    TENSOR_LIST = "l"  # a Python list of tensors: mutable, shared by every name bound to it
+    INT_LIST = "j"  # a Python list of ints
+    FLOAT_LIST = "g"  # a Python list of floats
 
     def __str__(self) -> str:
         return self.value
@@ -65,12 +71,18 @@ KIND_NAMES = {
     Kind.OPT_FLOAT: "float | None",
     Kind.OPT_BOOL: "bool | None",
     Kind.OPT_DTYPE: "torch.dtype | None",
-    Kind.NUMBER: "float",  # an int is a float in typing: Python keeps it an int, and so does the region
+    Kind.INT_OR_FLOAT: "float",  # an int is a float in typing: Python keeps it an int, and so does the region
     Kind.DEVICE_OR_STR: "torch.device",  # or a device string, kept a str
+    Kind.MODULE: "a module",
+    Kind.MODULES: "a list of modules",
+    Kind.NUMBER: "a number (t.item())",
+    Kind.TENSOR_LIST: "a list of tensors",
+    Kind.INT_LIST: "a list of ints",
+    Kind.FLOAT_LIST: "a list of floats",
 }
 # Parameters that hold one of two kinds, told apart at run time: the kinds (the first when the
 # runtime's selector is set). Their functions are compiled once per combination (function.translate).
-VARIANTS = {Kind.NUMBER: (Kind.INT, Kind.FLOAT), Kind.DEVICE_OR_STR: (Kind.STR, Kind.DEVICE)}
+VARIANTS = {Kind.INT_OR_FLOAT: (Kind.INT, Kind.FLOAT), Kind.DEVICE_OR_STR: (Kind.STR, Kind.DEVICE)}
 # The kinds of "X or None" and what they hold when not None.
 OPTIONAL_OF = {
     Kind.TENSOR: Kind.OPT_TENSOR,
@@ -80,7 +92,20 @@ OPTIONAL_OF = {
     Kind.DTYPE: Kind.OPT_DTYPE,
 }
 HELD_BY = {opt: kind for kind, opt in OPTIONAL_OF.items()}
-# The runtime's return-spec letter of each kind a region can return ("(...)" nests, "R<k>(...)" is a named tuple).
+# The run-time lists and what they hold; sequences of any kind (lists, and tuples of a length
+# known only at run time) and their items.
+LIST_OF = {Kind.TENSOR: Kind.TENSOR_LIST, Kind.INT: Kind.INT_LIST, Kind.FLOAT: Kind.FLOAT_LIST}
+LIST_KINDS = tuple(LIST_OF.values())
+ITEM_KIND = {
+    Kind.TENSOR_LIST: Kind.TENSOR,
+    Kind.INT_LIST: Kind.INT,
+    Kind.FLOAT_LIST: Kind.FLOAT,
+    Kind.TENSORS: Kind.TENSOR,
+    Kind.INTS: Kind.INT,
+}
+SEQUENCE_KINDS = tuple(ITEM_KIND)
+# The runtime's return-spec letter of each kind a region can return ("(...)" nests a tuple, "[...]" a list of
+# a length known at compile time, "R<k>(...)" is a named tuple).
 RETURN_CODES = {
     Kind.TENSOR: "T",
     Kind.FLOAT: "f",
@@ -89,6 +114,11 @@ RETURN_CODES = {
     Kind.NONE: "N",
     Kind.TENSORS: "V",
     Kind.INTS: "S",
+    Kind.NUMBER: "n",
+    Kind.OPT_TENSOR: "O",
+    Kind.TENSOR_LIST: "l",
+    Kind.INT_LIST: "j",
+    Kind.FLOAT_LIST: "g",
 }
 HELPER_RETURN = "helper"  # the spec of a helper's return: the runtime atoms, as a tuple
 
@@ -106,6 +136,9 @@ INTRINSICS: dict[str, str] = {
     "tensor_requires_grad": "x.requires_grad",
     "tensor_is_cuda": "x.is_cuda",
     "tensor_len": "len(x): the size of dimension 0; TypeError on a 0-dim tensor",
+    "tensor_to_float": "float(x): Tensor.__float__ (ValueError unless x has one element)",
+    "tensor_to_int": "int(x): Tensor.__int__ (a floating tensor's value truncated as int(float) does)",
+    "check_iterable": "raise TypeError as Tensor.__iter__ does for a 0-d tensor",
     "is_none": "x is None, for a Tensor-or-None",
     "is_not_none": "x is not None, for a Tensor-or-None",
     "unwrap_optional": "the tensor in a Tensor-or-None known to hold one",
@@ -117,10 +150,50 @@ INTRINSICS: dict[str, str] = {
     "seq_slice": "s[start:stop:step] of a sequence of ints; each bound an int or None",
     "seq_concat": "a + b of two sequences of ints",
     "ints_make": "(a, b, ...) as a sequence of ints known at run time (any number of operands)",
+    "seq_get": "s[i] of a list or a run-time tuple, as Python indexes (IndexError)",
+    "seq_repeat": "s * n of a sequence of ints, a new one (empty for n <= 0)",
+    "range_len": "len(range(start, stop, step)), step != 0",
+    "range_item": "range(start, stop, step)[k] for 0 <= k < len (operands: start, step, k)",
     "check_unpack": "raise ValueError as Python does unless a sequence of length n unpacks into want names "
     "(operands: n, want, starred)",
     "index_out_of_range": "not -n <= i < n (operands: i, n)",
     "nonempty": "the truth of a sequence or a str",
+    # lists (Python's list semantics: shared by every name bound to one, IndexError as Python raises it)
+    "list_new": "[]: a new empty list of the declared kind",
+    "list_of": "[a, b, ...]: a new list of these items, all of one kind (one or more operands)",
+    "list_from": "list(s): a new list with the items of a list or of a run-time tuple",
+    "list_concat": "a + b of two lists: a new list",
+    "list_repeat": "a * n of a list: a new list",
+    "tuple_from": "tuple(s) of a list: a run-time tuple of its items",
+    "list_append": "l.append(v)",
+    "list_extend": "l.extend(s) (also l += s), s a list or a run-time tuple of the same items",
+    "list_insert": "l.insert(i, v)",
+    "list_pop": "l.pop(i): the item, removed (IndexError)",
+    "list_set": "l[i] = v (IndexError)",
+    "list_clear": "l.clear()",
+    "list_reverse": "l.reverse()",
+    "list_repeat_inplace": "l *= n",
+    # numbers whose type is decided at run time (t.item()); operands of the binary ones are numbers,
+    # ints, floats or bools, with Python's semantics
+    "to_number": "an int, a float or a bool as a number",
+    "number_truth": "bool(a)",
+    "number_to_float": "float(a)",
+    "number_to_int": "int(a)",
+    "number_index": "a as range() takes it: an int or a bool, else TypeError",
+    "number_neg": "-a",
+    "number_abs": "abs(a)",
+    "number_add": "a + b",
+    "number_sub": "a - b",
+    "number_mul": "a * b",
+    "number_truediv": "a / b",
+    "number_floordiv": "a // b",
+    "number_mod": "a % b",
+    "number_eq": "a == b",
+    "number_ne": "a != b",
+    "number_lt": "a < b",
+    "number_le": "a <= b",
+    "number_gt": "a > b",
+    "number_ge": "a >= b",
     # ints (Python semantics: OverflowError where an int64 would wrap, Python's rounding)
     "int_add": "a + b",
     "int_sub": "a - b",
@@ -201,6 +274,22 @@ INTRINSICS: dict[str, str] = {
     "warn_deprecated": "warnings.warn(message, DeprecationWarning)",
     # checks
     "check_range_step": "raise ValueError as range() does for a zero step",
+    # attributes of a module (or object), read by the runtime at the call: operands (module, slot)
+    "attr_tensor": "a tensor attribute",
+    "attr_opt_tensor": "a tensor-or-None attribute",
+    "attr_float": "a float attribute (of a float-or-None one: the float, once tested not None)",
+    "attr_int": "an int attribute (likewise)",
+    "attr_bool": "a bool attribute (likewise)",
+    "attr_str": "a str attribute (likewise)",
+    "attr_ints": "a tuple-of-ints attribute (likewise)",
+    "attr_is_none": "whether an X-or-None attribute is None",
+    "attr_module": "a submodule (of a union: the one it is)",
+    "attr_modules": "the modules of a ModuleList or Sequential of one class",
+    "attr_variant": "which of a union's options a submodule is (its index)",
+    "modules_len": "len() of a list of modules",
+    "modules_item": "modules[i], as ModuleList and Sequential index (IndexError); operands (modules, i)",
+    "modules_at": "modules[i], 0 <= i < len known to hold",
+    "check_nonempty": "raise ValueError(message) as min()/max() do when their iterable is empty (operands: n, message)",
 }
 
 
@@ -229,7 +318,9 @@ class Tup:
 
     items: tuple[Any, ...]
     structseq: Any = None  # a torch.return_types type for eager's named tuples
-    is_list: bool = field(default=False, compare=False)  # written [a, b]: only str() tells them apart
+    # a Python list (returned as one, and str() of it says so); never changed, or it would be a run-time list
+    is_list: bool = False
+    origin: Any = field(default=None, compare=False)  # the front end's key of the list display that made it
 
 
 @dataclass(frozen=True)
@@ -256,7 +347,8 @@ class Items:
 
 @dataclass(frozen=True)
 class IndexItem:
-    """One element of ``x[...]``: 'int', 'slice', 'none', 'ellipsis', 'tensor', 'bool' or 'list' (of ints)."""
+    """One element of ``x[...]``: 'int', 'slice', 'none', 'ellipsis', 'tensor', 'bool', 'list' (of ints
+    known at compile time) or 'ints' (a run-time list of ints)."""
 
     what: str
     atoms: tuple[Atom | None, ...] = ()
@@ -357,6 +449,40 @@ class For:
 
 
 @dataclass(frozen=True)
+class ForEach:
+    """Iterate over sequences in step, as Python's iterators (and zip) do: the k-th items of every
+    sequence, while k is below the length of each; a list's length is read again before each step,
+    so items appended meanwhile are visited. `index` is k (or None). A sequence with a start in
+    `starts` is walked backwards from it, as ``reversed()`` walks a list: item start - k, while
+    that is still inside the list."""
+
+    items: tuple[Var, ...]
+    seqs: tuple[Atom, ...]
+    index: Var | None
+    body: tuple[Stmt, ...]
+    line: int
+    starts: tuple[Atom | None, ...] = ()  # one per sequence, or () if every one is walked forwards
+
+
+@dataclass(frozen=True)
+class Loop:
+    """Repeat `body` until a Break (or a Return or Raise) leaves it: a `while` loop with its test inside."""
+
+    body: tuple[Stmt, ...]
+    line: int
+
+
+@dataclass(frozen=True)
+class Break:
+    line: int
+
+
+@dataclass(frozen=True)
+class Continue:
+    line: int
+
+
+@dataclass(frozen=True)
 class Raise:
     error: str  # the Python exception: AssertionError, ValueError, ... (values.RAISABLE_ERRORS)
     message: Any  # a str, or a STR atom formatted at run time (an f-string)
@@ -370,7 +496,7 @@ class Return:
     line: int
 
 
-Stmt = Assign | Declare | Move | Effect | SetItem | If | For | Raise | Return
+Stmt = Assign | Declare | Move | Effect | SetItem | If | For | ForEach | Loop | Break | Continue | Raise | Return
 
 
 @dataclass(frozen=True)
@@ -411,6 +537,8 @@ class Function:
     frozen_globals: dict[str, Any] = field(default_factory=dict, compare=False)
     extras: int = 0  # *args (1) and **kwargs (2) the body never reads: the runtime ignores what they would hold
     untyped: tuple[int, ...] = ()  # parameters with neither annotation nor default: a tensor until a call says
+    owner: str | None = None  # a method: the name of its class
+    plan: Any = None  # what the runtime reads of module parameters (modules.Plan), or None
 
     @property
     def kinds(self) -> str:

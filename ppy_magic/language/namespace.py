@@ -42,6 +42,8 @@ class Globals:
     unknown: set[str] = field(default_factory=set)
     functions: dict[str, ast.FunctionDef] = field(default_factory=dict)  # decorated defs of the source
     plain_functions: set[str] = field(default_factory=set)  # undecorated defs of the source
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)  # top-level classes of the source
+    cache: dict[str, Any] = field(default_factory=dict)  # what the front end derives once per source
 
     def lookup(self, name: str) -> tuple[bool, Any]:
         if name in self.unknown:
@@ -99,6 +101,7 @@ def collect_globals(tree: ast.Module, namespace: dict[str, Any]) -> Globals:
     """
     bindings: dict[str, list[tuple[bool, Any]]] = {}
     functions: dict[str, ast.FunctionDef] = {}
+    classes: dict[str, ast.ClassDef] = {}
 
     def bind(name: str, value: Any, known: bool) -> None:
         bindings.setdefault(name, []).append((known, value))
@@ -129,6 +132,8 @@ def collect_globals(tree: ast.Module, namespace: dict[str, Any]) -> Globals:
                 functions.setdefault(stmt.name, stmt)
                 if len(bindings[stmt.name]) > 1:
                     functions.pop(stmt.name, None)
+            elif isinstance(stmt, ast.ClassDef):
+                classes.setdefault(stmt.name, stmt)
         else:
             for node in ast.walk(stmt):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -148,6 +153,7 @@ def collect_globals(tree: ast.Module, namespace: dict[str, Any]) -> Globals:
             unknown.add(name)
     g = Globals(values, unknown)
     g.functions = {n: f for n, f in functions.items() if opt_level(f, g) is not None}
+    g.classes = {n: c for n, c in classes.items() if len(bindings[n]) == 1}  # a name bound once: this class
     g.plain_functions = {n for n in functions if n not in g.functions}
     return g
 

@@ -314,11 +314,11 @@ def _fit(arg: SchemaArg, value: Any, numbers_as_tensors: bool) -> tuple[int, Any
     if t == "Tensor":
         if kind == Kind.TENSOR or (kind == Kind.OPT_TENSOR and optional):
             return 2, value
-        if numbers_as_tensors and kind in ir.SCALAR_KINDS:
+        if numbers_as_tensors and kind in (*ir.SCALAR_KINDS, Kind.NUMBER):
             return 1, ir.WrapNumber(value)
         return None
     if t == "number":
-        return (2, value) if kind in ir.SCALAR_KINDS else None
+        return (2, value) if kind in (*ir.SCALAR_KINDS, Kind.NUMBER) else None
     if t == "int":
         return (2, value) if kind == Kind.INT else None
     if t == "float":
@@ -338,7 +338,7 @@ def _fit(arg: SchemaArg, value: Any, numbers_as_tensors: bool) -> tuple[int, Any
         ok = kind == Kind.ENUM and isinstance(value, ir.Const) and isinstance(value.value, want)
         return (2, value) if ok else None
     if t == "List[int]":
-        if kind == Kind.INTS:
+        if kind in (Kind.INTS, Kind.INT_LIST):
             return 2, value
         if items is not None and all(getattr(i, "kind", None) == Kind.INT for i in items):
             return 2, ir.Items(tuple(items), Kind.INT)
@@ -350,7 +350,7 @@ def _fit(arg: SchemaArg, value: Any, numbers_as_tensors: bool) -> tuple[int, Any
             return 2, ir.Items(tuple(items), Kind.FLOAT)
         return None
     if t == "List[Tensor]":
-        if kind == Kind.TENSORS:
+        if kind in (Kind.TENSORS, Kind.TENSOR_LIST):
             return 2, value
         if items is not None and all(getattr(i, "kind", None) == Kind.TENSOR for i in items):
             return 2, ir.Items(tuple(items), Kind.TENSOR)
@@ -431,7 +431,8 @@ def resolve(
 
 def describe(value: Any) -> str:
     if isinstance(value, ir.Tup):
-        return "(" + ", ".join(describe(v) for v in value.items) + ")"
+        inner = ", ".join(describe(v) for v in value.items)
+        return f"[{inner}]" if value.is_list else f"({inner})"
     return ir.KIND_NAMES.get(getattr(value, "kind", "?"), "?")
 
 
@@ -442,6 +443,8 @@ _RETURN_KINDS = {
     "float": Kind.FLOAT,
     "bool": Kind.BOOL,
     "ScalarType": Kind.DTYPE,
+    "Scalar": Kind.NUMBER,  # Tensor.item(): a Python int, float or bool, as the dtype decides
+    "number": Kind.NUMBER,
 }
 
 

@@ -25,7 +25,7 @@ from .namespace import Globals, static_value
 # A float-annotated parameter (or one with a float default) can hold an int as well: Python keeps
 # the value's type. Such a parameter is compiled for both (translate() compiles the body per type).
 # Likewise a torch.device parameter given a device string: a str is not a torch.device in Python.
-NUMBER = Kind.NUMBER
+INT_OR_FLOAT = Kind.INT_OR_FLOAT
 DEVICE = Kind.DEVICE_OR_STR
 
 _SIMPLE = {
@@ -77,9 +77,9 @@ def evaluate(node: ast.expr, g: Globals) -> Any:
 
 
 def classify(tp: Any) -> Kind | str:
-    """The kind of the values of type `tp` (``NUMBER`` for a float), or NotUnderstood."""
+    """The kind of the values of type `tp` (``INT_OR_FLOAT`` for a float), or NotUnderstood."""
     if tp is float:
-        return NUMBER
+        return INT_OR_FLOAT
     if tp in _SIMPLE:
         return _SIMPLE[tp]
     origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -88,10 +88,10 @@ def classify(tp: Any) -> Kind | str:
     if origin in (typing.Union, types.UnionType):
         present = [a for a in args if a is not type(None)]
         if set(present) <= {int, float} and float in present:
-            return NUMBER if len(present) == len(args) else Kind.OPT_FLOAT
+            return INT_OR_FLOAT if len(present) == len(args) else Kind.OPT_FLOAT
         if len(present) == 1 and len(args) == 2:  # X | None
             inner = classify(present[0])
-            inner = Kind.FLOAT if inner == NUMBER else inner
+            inner = Kind.FLOAT if inner == INT_OR_FLOAT else inner
             if inner in OPTIONAL_OF:
                 return OPTIONAL_OF[inner]
         raise NotUnderstood
@@ -114,7 +114,7 @@ def default_kind(value: Any) -> Kind | str | None:
     if value is None:
         return Kind.OPT_TENSOR  # documented: an unannotated parameter defaulting to None is a Tensor or None
     if type(value) is float:
-        return NUMBER
+        return INT_OR_FLOAT
     for t, kind in ((bool, Kind.BOOL), (int, Kind.INT), (str, Kind.STR)):
         if type(value) is t:
             return kind
@@ -160,11 +160,11 @@ def default_value(node: ast.expr, g: Globals) -> tuple[bool, Any]:
     return False, None
 
 
-# What a default must be for each kind (NUMBER: an int or a float).
+# What a default must be for each kind (INT_OR_FLOAT: an int or a float).
 def default_fits(kind: Kind | str, value: Any) -> bool:
     if value is None:
         return kind in OPTIONAL_OF.values()
-    if kind == NUMBER:
+    if kind == INT_OR_FLOAT:
         return type(value) in (int, float)
     if kind in (Kind.OPT_FLOAT,):
         return type(value) is float

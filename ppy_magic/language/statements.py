@@ -14,6 +14,8 @@ from typing import Any
 
 from . import adapters, ir, ops
 from .ir import Kind
+from .lists import LIST_METHODS, RuntimeListNeeded
+from .modules import dotted
 from .namespace import static_value
 from .values import (
     HINTS,
@@ -21,8 +23,10 @@ from .values import (
     SYMBOLS,
     UNBOUND,
     Closure,
+    OptionalScalar,
     StarredRest,
     Unbound,
+    UnionValue,
     atoms_of,
     describe_node,
     structure_of,
@@ -37,13 +41,17 @@ class StatementCompiler:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return None  # a docstring or a string used as a comment
         if isinstance(node.value, ast.Call) and (self._is_effect_call(node.value) or self._is_procedure(node.value)):
-            self.value(node.value)  # evaluated for its effect; the result, if any, is dropped as Python drops it
+            self.value(node.value)  # evaluated for its effect (an in-place method, a list's, a procedure's)
             return None
         raise self.error(node, f"{describe_node(node)} is not supported in a region", HINTS["Expr"])
 
     def _is_effect_call(self, call: ast.Call) -> bool:
         f = call.func
-        return isinstance(f, ast.Attribute) and f.attr.endswith("_") and not f.attr.endswith("__")
+        if not isinstance(f, ast.Attribute):
+            return False
+        if f.attr in LIST_METHODS:
+            return True
+        return f.attr.endswith("_") and not f.attr.endswith("__")
 
     def _is_procedure(self, call: ast.Call) -> bool:
         """A call made for what it does: warnings.warn, another @ppy.opt function, an adapter or its helper."""
@@ -119,10 +127,10 @@ class StatementCompiler:
                 raise self.error(node, f"unpacking {have} values into {want} names fails in Python too")
             return list(value.items)
         kind = getattr(value, "kind", None)
-        if kind in (Kind.INTS, Kind.TENSORS):
+        if kind in ir.SEQUENCE_KINDS:
             size = self.intrinsic("seq_len", Kind.INT, value)
             self.check("check_unpack", size, ir.Const(want, Kind.INT), ir.Const(starred, Kind.BOOL))
-            item_kind = Kind.INT if kind == Kind.INTS else Kind.TENSOR
+            item_kind = ir.ITEM_KIND[kind]
             if not starred:
                 return [self.intrinsic("seq_item", item_kind, value, ir.Const(i, Kind.INT)) for i in range(want)]
             if kind != Kind.INTS:
@@ -141,9 +149,21 @@ class StatementCompiler:
         if isinstance(target, ast.Name):
             current = self.value(target)
             rhs = self.value(node.value)
-            self.locals[target.id] = self.augmented(node, current, rhs)
+            in_place = self.list_augassign(node, current, rhs)
+            self.locals[target.id] = in_place if in_place is not None else self.augmented(node, current, rhs)
         elif isinstance(target, ast.Subscript):
             base = self.value(target.value)
+            if getattr(base, "kind", None) in ir.LIST_KINDS and not isinstance(target.slice, ast.Slice):
+                i = self.value(target.slice)  # l[i] += v: read the item, combine, store it back
+                if getattr(i, "kind", None) not in (Kind.INT, Kind.BOOL):
+                    raise self.error(target, f"list indices must be ints, not {ops.describe(i)}")
+                i = self.as_int(i)
+                current = self.intrinsic("seq_get", ir.ITEM_KIND[base.kind], base, i)
+                new = self.augmented(node, current, self.value(node.value))
+                if getattr(new, "kind", None) != current.kind:
+                    raise self.error(target, f"{ir.KIND_NAMES[base.kind]} cannot hold {ops.describe(new)}")
+                self.emit(ir.Effect(ir.Intrinsic("list_set", (base, i, new)), self.line()))
+                return
             index = self.index_items(target.slice)
             current = self.getitem(target, base, index)
             rhs = self.value(node.value)
@@ -164,6 +184,8 @@ class StatementCompiler:
 
     def visit_Return(self, node: ast.Return) -> None:
         value = self.value(node.value) if node.value is not None else ir.Const(None, Kind.NONE)
+        if self.helper and self.runtime_returns:  # the paths return constants and values alike
+            value = self.as_runtime(value)
         if self.helper:  # the caller knows the static parts; only runtime atoms cross
             self.returns.append((ir.HELPER_RETURN, structure_of(value)))
             runtime = tuple(a for a in atoms_of(value) if isinstance(a, ir.Var))
@@ -175,9 +197,22 @@ class StatementCompiler:
             self.emit(ir.Return(tuple(atoms), spec, self.line()))
         self.terminated = True
 
+    def as_runtime(self, value: Any) -> Any:
+        """`value` with its constants of a run-time kind held in variables (runtime_structure's view)."""
+        if isinstance(value, ir.Tup):
+            return ir.Tup(tuple(self.as_runtime(v) for v in value.items), value.structseq, value.is_list, value.origin)
+        if isinstance(value, ir.Const) and value.kind not in (Kind.NONE, Kind.ENUM, Kind.DTYPE, Kind.STR):
+            var = self.new_var("r", value.kind)
+            self.emit(ir.Declare(var, self.line()))
+            self.emit(ir.Move(var, value, self.line()))
+            return var
+        return value
+
     def return_spec(self, node: ast.AST, value: Any, atoms: list[ir.Atom]) -> str:
         if isinstance(value, ir.Tup):
             inner = "".join(self.return_spec(node, v, atoms) for v in value.items)
+            if value.is_list:
+                return f"[{inner}]"
             if value.structseq is not None:
                 if value.structseq not in self.ctx.result_types:
                     self.ctx.result_types.append(value.structseq)
@@ -191,12 +226,23 @@ class StatementCompiler:
                 "Return a tensor's sizes, or tuple(...) items written out.",
             )
         if code is not None:
+            self.not_a_list_parameter(node, value, "returning a list parameter (or a slice of one)")
             if value.kind != Kind.NONE:
                 atoms.append(value)
             return code
         raise self.error(
             node, f"a region cannot return {ops.describe(value)}", "Return tensors, numbers, or tuples of them."
         )
+
+    def not_a_list_parameter(self, node: ast.AST, value: Any, what: str) -> None:
+        """A list parameter is a list or a tuple, as the caller passed it (and so is a slice of it); code
+        whose result would show which (returning it, `+`/`*` on it) stays Python."""
+        if isinstance(value, ir.Var) and value.name in self.param_vars:
+            raise self.error(
+                node,
+                f"{what} would show whether the caller passed a list or a tuple; the region cannot know",
+                "Convert it first: list(xs) or tuple(xs).",
+            )
 
     def visit_Raise(self, node: ast.Raise) -> None:
         exc = node.exc
@@ -223,13 +269,16 @@ class StatementCompiler:
 
     def visit_Assert(self, node: ast.Assert) -> None:
         test = self.truth(node.test)
-        message = self.message(node.msg) if node.msg is not None else ""
-        if isinstance(test, ir.Const):
-            if not test.value:
-                self.emit(ir.Raise("AssertionError", message, self.line()))
-                self.terminated = True
+        if isinstance(test, ir.Const) and test.value:
             return
-        self.emit(ir.If(test, (), (ir.Raise("AssertionError", message, self.line()),), self.line()))
+        with self.block() as failing:  # the message is evaluated only when the assertion fails
+            message = self.message(node.msg) if node.msg is not None else ""
+            self.emit(ir.Raise("AssertionError", message, self.line()))
+        if isinstance(test, ir.Const):
+            self.body.extend(failing.body)
+            self.terminated = True
+            return
+        self.emit(ir.If(test, (), tuple(failing.body), self.line()))
 
     def visit_If(self, node: ast.If) -> None:
         narrowed = self.narrowing(node.test)
@@ -239,25 +288,39 @@ class StatementCompiler:
             return
         self.branch(node, test, node.body, node.orelse, narrowed)
 
-    def narrowing(self, test: ast.expr) -> tuple[str, bool] | None:
-        """`x is None` / `x is not None` on a name holding X or None: (name, the branch where it holds an X)."""
+    def narrowing(self, test: ast.expr) -> list[tuple[str, bool, bool]]:
+        """What a test says of names (or ``self.x``) that may be None: (the name, the branch it holds
+        on, whether it is not None there) for `x is None` / `x is not None`, and for the `and`/`or`/
+        `not` of such tests (`and`: what each says when true holds on its true branch; `or`: when false,
+        on its false branch)."""
         if (
             isinstance(test, ast.Compare)
             and len(test.ops) == 1
-            and isinstance(test.left, ast.Name)
             and isinstance(test.ops[0], (ast.Is, ast.IsNot))
             and isinstance(test.comparators[0], ast.Constant)
             and test.comparators[0].value is None
         ):
-            value = self.locals.get(test.left.id)
-            if getattr(value, "kind", None) in ir.HELD_BY:
-                return test.left.id, isinstance(test.ops[0], ast.IsNot)
-        return None
+            key = test.left.id if isinstance(test.left, ast.Name) else dotted(test.left)
+            if key is None:
+                return []
+            value = self.locals.get(key)
+            if (value is None or isinstance(value, Unbound)) and "." in key:
+                value = self.visit(test.left)
+            if getattr(value, "kind", None) in ir.HELD_BY or isinstance(value, (OptionalScalar, UnionValue)):
+                is_not = isinstance(test.ops[0], ast.IsNot)
+                return [(key, True, is_not), (key, False, not is_not)]
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return [(key, not branch, not_none) for key, branch, not_none in self.narrowing(test.operand)]
+        if isinstance(test, ast.BoolOp):
+            holds = isinstance(test.op, ast.And)
+            return [fact for v in test.values for fact in self.narrowing(v) if fact[1] == holds]
+        return []
 
-    def narrow(self, name: str) -> None:
-        """In a branch where `name` is known not to be None: what it holds."""
-        held = self.locals[name]
-        self.locals[name] = self.intrinsic("unwrap_optional", ir.HELD_BY[held.kind], held)
+    def narrow_on(self, facts: list[tuple[str, bool, bool]], which: bool) -> None:
+        """On one branch of a test: bind what the test says there of names that may be None."""
+        for key, branch, not_none in facts:
+            if branch == which:
+                self.narrow(key, not_none)
 
     def branch(
         self,
@@ -265,34 +328,56 @@ class StatementCompiler:
         test: ir.Atom,
         then: list[ast.stmt],
         orelse: list[ast.stmt],
-        narrowed: tuple[str, bool] | None = None,
+        narrowed: list[tuple[str, bool, bool]] = (),
     ) -> None:
         before = dict(self.locals)
         paths = []
         for stmts, which in ((then, True), (orelse, False)):
             with self.block(before) as path:
-                if narrowed is not None and narrowed[1] == which:
-                    self.narrow(narrowed[0])
+                self.narrow_on(narrowed, which)
                 self.compile_body(stmts)
             paths.append(path)
         then_path, else_path = paths
         merged = self.merge(node, before, [(p.locals, p.terminated, p.body) for p in paths])
-        self.emit(ir.If(test, tuple(then_path.body), tuple(else_path.body), self.line()))
+        if then_path.terminated != else_path.terminated:
+            # One path returns or raises: the other one goes on after the `if`, so what it binds
+            # (a narrowed `x`, say) stays in scope for the code that follows.
+            if then_path.terminated:
+                self.emit(ir.If(test, tuple(then_path.body), (), self.line()))
+                self.body.extend(else_path.body)
+            else:
+                self.emit(ir.If(test, (), tuple(else_path.body), self.line()))
+                self.body.extend(then_path.body)
+        else:
+            self.emit(ir.If(test, tuple(then_path.body), tuple(else_path.body), self.line()))
         self.locals = merged
         self.terminated = then_path.terminated and else_path.terminated
+
+    def narrow(self, key: str, not_none: bool) -> None:
+        """In a branch of `if x is None`: bind `x` (or ``self.x``) to what it is there."""
+        value = self.locals.get(key)
+        if value is None or isinstance(value, Unbound):
+            value = self.value(ast.parse(key, mode="eval").body)
+        if getattr(value, "kind", None) in ir.HELD_BY:  # an X or None: an X where it is not None
+            if not_none:
+                self.locals[key] = self.intrinsic("unwrap_optional", ir.HELD_BY[value.kind], value)
+            return
+        narrowed = self.narrowed(value, not_none)
+        if narrowed is not None:
+            self.locals[key] = narrowed
 
     def merge(self, node: ast.AST, before: dict, branches: list[tuple[dict, bool, list]]) -> dict:
         """Locals after branches join: a name bound differently becomes one declared variable."""
         live = [(locs, body) for locs, term, body in branches if not term]
         if not live:
             return dict(before)
-        if len(live) == 1:  # the other path raised or returned: the live one's names, declared outside it
-            locs, body = live[0]
-            outer = {id(a) for v in before.values() for a in atoms_of(v) if isinstance(a, ir.Var)}
-            return {name: self.hoist(name, v, body, outer) for name, v in locs.items()}
+        if len(live) == 1:  # the other path raised or returned: the live one goes on after the `if` (branch)
+            return dict(live[0][0])
         names = sorted(set().union(*(locs.keys() for locs, _ in live)))  # one order in every process
         merged = {}
         for name in names:
+            if "." in name and name not in before:
+                continue  # `self.x` narrowed in a branch: read again after it
             vals = [locs.get(name, UNBOUND) for locs, _ in live]
             if all(v is vals[0] or v == vals[0] for v in vals):
                 merged[name] = vals[0]
@@ -304,135 +389,46 @@ class StatementCompiler:
             merged[name] = joined
         return merged
 
-    def hoist(self, name: str, value: Any, body: list, outer: set[int]) -> Any:
-        """`value` as seen after a branch whose `body` set it: a variable declared inside the branch
-        becomes one declared before it (C++ scopes end with the branch; Python's names do not)."""
-        if isinstance(value, ir.Tup):
-            return ir.Tup(tuple(self.hoist(name, v, body, outer) for v in value.items), value.structseq, value.is_list)
-        if not isinstance(value, ir.Var) or id(value) in outer:
-            return value
-        var = self.new_var(name, value.kind)
-        self.emit(ir.Declare(var, self.line()))
-        body.append(ir.Move(var, value, self.line()))
-        return self.sized(var) if value.size else var
-
     def join(self, node: ast.AST, name: str, vals: list, bodies: list[list]) -> Any:
         first = vals[0]
+        if all(v is first or v == first for v in vals):
+            return first
+        runtime_list = next((v.kind for v in vals if getattr(v, "kind", None) in ir.LIST_KINDS), None)
+        if runtime_list is not None:  # a list known at compile time on another path: a run-time one too
+            for v in vals:
+                if isinstance(v, ir.Tup) and v.is_list:
+                    if v.items:
+                        self.need_runtime_list(node, v)
+                    raise (
+                        RuntimeListNeeded(v.origin, runtime_list, node)
+                        if v.origin is not None
+                        else self.error(node, f"'{name}' is a list of different kinds on different paths")
+                    )
         if isinstance(first, ir.Tup):
             if not all(isinstance(v, ir.Tup) and len(v.items) == len(first.items) for v in vals):
+                for v in vals:
+                    if isinstance(v, ir.Tup) and v.is_list and v.origin is not None and v.items:
+                        self.need_runtime_list(node, v)
                 return Unbound(name, "it is a tuple of different lengths in different branches")
+            origins = {v.origin for v in vals}
             return ir.Tup(
-                tuple(self.join(node, name, [v.items[i] for v in vals], bodies) for i in range(len(first.items)))
+                tuple(self.join(node, name, [v.items[i] for v in vals], bodies) for i in range(len(first.items))),
+                first.structseq,
+                first.is_list,
+                origins.pop() if len(origins) == 1 else None,
             )
         kinds = {getattr(v, "kind", None) for v in vals}
         for held, optional in ir.OPTIONAL_OF.items():
             if len(kinds) > 1 and kinds <= {Kind.NONE, held, optional}:
                 kinds = {optional}  # an X on one path, None on another
+        if len(kinds) > 1 and kinds <= {Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.NUMBER}:
+            kinds = {Kind.NUMBER}  # an int on one path, a float on another: a number of run-time type
         if len(kinds) != 1 or None in kinds or Kind.NONE in kinds or Kind.ENUM in kinds:
             return Unbound(name, "it has different kinds of value in different branches")
         var = self.new_var(name, kinds.pop())
+        if any(isinstance(v, ir.Var) and v.name in self.param_vars for v in vals):
+            self.param_vars.add(var.name)
         self.emit(ir.Declare(var, self.line()))
         for v, body in zip(vals, bodies, strict=True):
             body.append(ir.Move(var, v, self.line()))
         return self.sized(var) if all(getattr(v, "size", False) for v in vals) else var
-
-    def visit_For(self, node: ast.For) -> None:
-        if node.orelse:
-            raise self.error(node, "`for ... else` is not supported in a region")
-        if not isinstance(node.target, ast.Name):
-            raise self.error(node.target, "a region loops as `for i in range(...)` over one name")
-        it = node.iter
-        if not (
-            isinstance(it, ast.Call)
-            and static_value(it.func, self.g) is range
-            and not it.keywords
-            and 1 <= len(it.args) <= 3
-        ):
-            raise self.error(
-                it,
-                "a region can only loop over range(...)",
-                "Loop over range(n) with int bounds, or keep this function Python.",
-            )
-        bounds = [self.value(a) for a in it.args]
-        for a, b in zip(it.args, bounds, strict=True):
-            if getattr(b, "kind", None) not in (Kind.INT, Kind.BOOL):
-                raise self.error(a, f"range() needs ints, got {ops.describe(b)}")
-        start, stop, step = (
-            (ir.Const(0, Kind.INT), bounds[0], ir.Const(1, Kind.INT))
-            if len(bounds) == 1
-            else (bounds[0], bounds[1], ir.Const(1, Kind.INT))
-            if len(bounds) == 2
-            else tuple(bounds)
-        )
-        if isinstance(step, ir.Const) and step.value == 0:
-            raise self.error(it, "range() arg 3 must not be zero")
-        if not isinstance(step, ir.Const):
-            self.check("check_range_step", step)
-        body, fresh = self.loop_body(node, node.body, {node.target.id: Kind.INT})
-        loop_var = fresh[node.target.id]
-        self.emit(ir.For(loop_var, start, stop, step, body, self.line()))
-        self.locals[node.target.id] = Unbound(
-            node.target.id, "the loop variable is undefined after a loop that may run zero times"
-        )
-
-    def loop_body(
-        self, node: ast.stmt, stmts: list[ast.stmt], fresh: dict[str, Kind]
-    ) -> tuple[tuple[ir.Stmt, ...], dict[str, ir.Var]]:
-        """A loop's body, compiled once for every iteration; the caller emits the loop around it.
-
-        Names the body rebinds that hold values before the loop become loop-carried variables
-        (declared before it, stored at the end of each iteration; their kinds must not change).
-        `fresh` names (a for loop's variable) are new variables of the given kinds, bound in the
-        body. After the loop, carried names hold their variables; names bound only inside it are
-        unbound, since it may run zero times."""
-        assigned = {
-            n.id
-            for n in ast.walk(ast.Module(body=stmts, type_ignores=[]))
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-        }
-        carried: dict[str, Any] = {}
-        for name in sorted(assigned):
-            if name in self.locals and name not in fresh:
-                carried[name] = self.carry(node, name, self.locals[name])
-        before = dict(self.locals)
-        new = {name: self.new_var(name, kind) for name, kind in fresh.items()}
-        with self.block({**before, **carried, **new}) as loop:
-            self.compile_body(stmts)
-            if self.terminated:
-                raise self.error(node, "`return` inside a loop is not supported in a region")
-            for name, var in carried.items():
-                self.store_carried(node, name, var, self.locals.get(name, UNBOUND))
-        after = {**before, **carried}
-        for name in sorted(assigned - set(carried)):
-            after[name] = Unbound(name, "it is only bound inside the loop, which may run zero times")
-        self.locals = after
-        return tuple(loop.body), new
-
-    def carry(self, node: ast.AST, name: str, value: Any) -> Any:
-        if isinstance(value, ir.Tup):
-            return ir.Tup(tuple(self.carry(node, name, v) for v in value.items))
-        kind = getattr(value, "kind", None)
-        if kind in (None, Kind.NONE, Kind.ENUM):
-            return value  # static: must stay the same through the loop
-        var = self.new_var(name, kind)
-        self.emit(ir.Declare(var, self.line()))
-        self.emit(ir.Move(var, value, self.line()))
-        return self.sized(var) if getattr(value, "size", False) else var
-
-    def store_carried(self, node: ast.AST, name: str, var: Any, value: Any) -> None:
-        if isinstance(var, ir.Tup):
-            if not (isinstance(value, ir.Tup) and len(value.items) == len(var.items)):
-                raise self.error(node, f"'{name}' changes shape inside the loop")
-            for a, b in zip(var.items, value.items, strict=True):
-                self.store_carried(node, name, a, b)
-            return
-        if not isinstance(var, ir.Var):
-            if not (value is var or value == var):
-                raise self.error(node, f"'{name}' changes a compile-time value inside the loop")
-            return
-        if getattr(value, "kind", None) != var.kind:
-            raise self.error(
-                node, f"'{name}' changes kind inside the loop ({ir.KIND_NAMES[var.kind]} -> {ops.describe(value)})"
-            )
-        if value != var:
-            self.emit(ir.Move(var, value, self.line()))

@@ -13,6 +13,7 @@ import ast
 import dataclasses
 import math
 import operator
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,8 +162,16 @@ RAISABLE_ERRORS = {
     "IndexError",
     "TypeError",
     "RuntimeError",
+    "UnboundLocalError",
     "NotImplementedError",
 }
+
+
+def unbound_message(name: str) -> str:
+    """Python's message for reading a local that is not bound (this interpreter's wording)."""
+    if sys.version_info >= (3, 11):
+        return f"cannot access local variable '{name}' where it is not associated with a value"
+    return f"local variable '{name}' referenced before assignment"
 
 
 def kind_of_constant(v: Any) -> Kind | None:
@@ -211,6 +220,15 @@ class Unbound:
 
 
 @dataclass(frozen=True)
+class MaybeBound:
+    """A name a loop binds, after the loop: its last value, if any iteration bound it (`flag`)."""
+
+    name: str
+    var: ir.Var
+    flag: ir.Var
+
+
+@dataclass(frozen=True)
 class StarredRest:
     """The starred part of an unpacking whose length is known only at run time."""
 
@@ -230,6 +248,60 @@ class TensorMethod:
     name: str
 
 
+@dataclass(frozen=True)
+class ModuleValue:
+    """An nn.Module (or a plain object) whose attributes the runtime reads at the call.
+
+    `atom` (kind MODULE) holds what was read; `mtype` (classes.ModType) says its class and
+    children; `path` is how the source reached it (``self.blocks[0]``), for messages."""
+
+    atom: ir.Var
+    mtype: Any
+    path: str
+
+
+@dataclass(frozen=True)
+class OptionalScalar:
+    """An attribute that is a number, a str or a tuple of ints, or None: test `is None` to use it."""
+
+    none: ir.Atom  # BOOL: it is None
+    value: ir.Atom  # its value where it is not None
+    path: str
+
+
+@dataclass(frozen=True)
+class UnionValue:
+    """A submodule that is one of several modules, or None: `tag` (INT) says which option it is."""
+
+    tag: ir.Atom
+    module: ir.Var  # the module it is (any option's attributes are read through it)
+    options: tuple[Any, ...]  # classes.ModType, or None
+    path: str
+
+    def option(self, i: int) -> Any:
+        o = self.options[i]
+        return None if o is None else ModuleValue(self.module, o, self.path)
+
+
+@dataclass(frozen=True)
+class PendingObject:
+    """`self.config`, an __init__ parameter stored as it is: a plain object if the region reads its
+    attributes (``self.config.block_size``), of a kind not known before the cell runs otherwise."""
+
+    module: ModuleValue  # the module it is an attribute of
+    name: str
+    origin: Any  # classes.ParamObject
+    path: str
+
+
+@dataclass(frozen=True)
+class BoundMethod:
+    """`self.name` where `name` is a compiled method of the module's class (or its forward)."""
+
+    module: ModuleValue
+    name: str
+
+
 def is_literal(node: ast.expr) -> bool:
     try:
         ast.literal_eval(node)
@@ -240,6 +312,12 @@ def is_literal(node: ast.expr) -> bool:
 
 def structure_of(value: Any) -> Any:
     """A hashable description of a value: static parts exactly, runtime atoms by kind."""
+    if isinstance(value, ModuleValue):
+        return ("module", value.mtype)
+    if isinstance(value, OptionalScalar):
+        return ("optional", structure_of(value.none), structure_of(value.value))
+    if isinstance(value, UnionValue):
+        return ("union", structure_of(value.tag), value.options)
     if isinstance(value, ir.Tup):
         return ("tuple", tuple(structure_of(v) for v in value.items), value.structseq, value.is_list)
     if isinstance(value, KwArgs):
@@ -255,6 +333,16 @@ def structure_of(value: Any) -> Any:
     return ("other", repr(value))
 
 
+def runtime_structure(structure: Any) -> Any:
+    """A structure with its constants of a run-time kind (ints, floats, ...) as values known at run time."""
+    tag = structure[0]
+    if tag == "tuple":
+        return ("tuple", tuple(runtime_structure(s) for s in structure[1]), *structure[2:])
+    if tag == "const" and structure[1] not in (Kind.NONE, Kind.ENUM, Kind.DTYPE, Kind.STR):
+        return ("var", structure[1], False)
+    return structure
+
+
 def atoms_of(value: Any) -> list:
     if isinstance(value, ir.Tup):
         return [a for v in value.items for a in atoms_of(v)]
@@ -262,11 +350,23 @@ def atoms_of(value: Any) -> list:
         return [a for _, v in value.items for a in atoms_of(v)]
     if isinstance(value, Closure):
         return [a for _, v in value.env or () for a in atoms_of(v)]
+    if isinstance(value, ModuleValue):
+        return [value.atom]
+    if isinstance(value, OptionalScalar):
+        return [value.none, value.value]
+    if isinstance(value, UnionValue):
+        return [value.tag, value.module]
     return [value]
 
 
 def kinds_of(structure: Any) -> tuple[Kind, ...]:
     tag = structure[0]
+    if tag == "module":
+        return (Kind.MODULE,)
+    if tag == "optional":
+        return kinds_of(structure[1]) + kinds_of(structure[2])
+    if tag == "union":
+        return kinds_of(structure[1]) + (Kind.MODULE,)
     if tag == "tuple":
         return tuple(k for s in structure[1] for k in kinds_of(s))
     if tag == "kwargs":
@@ -278,6 +378,12 @@ def kinds_of(structure: Any) -> tuple[Kind, ...]:
 
 def rebuild(structure: Any, runtime: Any) -> Any:
     tag = structure[0]
+    if tag == "module":
+        return ModuleValue(next(runtime), structure[1], "the module")
+    if tag == "optional":
+        return OptionalScalar(rebuild(structure[1], runtime), rebuild(structure[2], runtime), "the value")
+    if tag == "union":
+        return UnionValue(rebuild(structure[1], runtime), next(runtime), structure[2], "the module")
     if tag == "tuple":
         return ir.Tup(tuple(rebuild(s, runtime) for s in structure[1]), structure[2], structure[3])
     if tag == "kwargs":
@@ -298,13 +404,11 @@ PLAIN_FUNCTION_HINT = "Decorate it with @ppy.opt so the region can call it, or k
 
 HINTS = {
     "Expr": "A region has no side effects: assign the value, or call an in-place method like x.add_(y).",
-    "While": "`while` loops are not supported in a region; loop over range(n), or keep this function Python.",
-    "For": "Loop over range(n) with int bounds, or keep this function Python.",
     "Try": "Exceptions cannot be caught inside a region; handle them around the call.",
     "With": "Context managers are not supported in a region; put the `with` around the call.",
     "Lambda": "Define the computation inline instead of as a lambda.",
-    "ListComp": "Comprehensions are not supported in a region; write the items out or keep this function Python.",
-    "GeneratorExp": "Comprehensions are not supported in a region.",
+    "SetComp": "Sets are not supported in a region; use a list.",
+    "DictComp": "Dicts are not supported in a region.",
     "Yield": "Generators cannot be regions.",
     "Global": "A region cannot rebind globals; return the value instead.",
     "Nonlocal": "A region cannot rebind outer variables; return the value instead.",

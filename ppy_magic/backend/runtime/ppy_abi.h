@@ -10,32 +10,41 @@
 
 namespace ppy {
 
-constexpr int kAbiVersion = 4;
+constexpr int kAbiVersion = 5;
 
 // One call argument, filled by the runtime from the Python argument according
-// to the parameter's kind letter (see region.py: ARG_KINDS).
+// to the parameter's kind letter (see region.py: ARG_KINDS). A module ('M') is an
+// array of them, one per attribute the region reads (its plan's slots): `m` points
+// at a submodule's array; a list of modules has `i` items at `m`, each with its `m`;
+// a module that is one of several options has the option's index in `i`.
 struct Arg {
   const at::Tensor* t = nullptr;                 // 'T', and 'O' when not None
   const std::vector<at::Tensor>* tl = nullptr;   // 'L'
-  const std::vector<int64_t>* il = nullptr;      // 'I' (a list, tuple or torch.Size of ints)
-  double f = 0.0;                                // 'f', 'G', 'n' (a float)
-  int64_t i = 0;                                 // 'i', 'b', 'J', 'C', 'n' (an int); 'd', 'E': the ScalarType
+  const std::vector<int64_t>* ints = nullptr;    // 'I' (a list, tuple or torch.Size of ints); a module's tuple of ints
+  double f = 0.0;                                // 'f', 'G', 'F' (a float)
+  int64_t i = 0;                                 // 'i', 'b', 'J', 'C', 'F' (an int); 'd', 'E': the ScalarType
   const char* s = nullptr;                       // 's', 'V' (UTF-8)
   c10::Device device = c10::Device(c10::kCPU);  // 'D', 'V'
-  bool variant = false;                          // 'n': an int (else a float); 'V': a str (else a torch.device)
+  bool variant = false;                          // 'F': an int (else a float); 'V': a str (else a torch.device)
   bool none = false;                             // 'O', 'N', and the optional kinds 'J', 'G', 'C', 'E'
+  const Arg* m = nullptr;                        // 'M': a module's slots; a list's items
 };
 
 // Python exceptions a region raises itself (where Python, not ATen, would
 // raise: assert, unpacking, int division by zero, ...).
+// Pending: a Python exception is already set in the calling thread (a signal handler raised
+// KeyboardInterrupt while the region polled for signals).
 enum class PyError : int {
   None = 0, AssertionError, ValueError, ZeroDivisionError, OverflowError, IndexError, TypeError,
-  RuntimeError, NotImplementedError,
+  RuntimeError, Pending, UnboundLocalError, NotImplementedError,
 };
 
 // Results in the order the return spec names them: tensors in `t`, floats in
-// `f`, ints and bools in `i`. `line` is the Python line that raised, if any;
-// `error` and `message` a Python exception the region raised by returning.
+// `f`, ints and bools in `i` (a list's or a run-time tuple's length first; a
+// number's type tag first: 0 int, 1 float, 2 bool, 3 complex). `line` is the
+// Python line that raised, if any; `error` and `message` a Python exception
+// the region raised by returning. `gil_released` is set by the runtime before
+// the call: the region then takes the GIL itself to look for signals.
 struct Out {
   c10::SmallVector<at::Tensor, 4> t;
   c10::SmallVector<double, 2> f;
@@ -43,6 +52,7 @@ struct Out {
   int line = 0;
   PyError error = PyError::None;
   std::string message;
+  bool gil_released = false;
 };
 
 using Entry = void (*)(const Arg* args, Out* out);

@@ -3,6 +3,9 @@
 // math.*, unpacking checks) and eager's wrapped numbers. Everything else a
 // region does is an at:: call through the dispatcher.
 #pragma once
+#include <Python.h>
+
+#include <ATen/DeviceGuard.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/TensorIndexing.h>
 #include <ATen/core/Tensor.h>
@@ -11,10 +14,14 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ppy_abi.h"
@@ -69,11 +76,14 @@ inline void set_item_scalar(const at::Tensor& self, at::ArrayRef<at::indexing::T
 
 // `x[[0, -1]]`: PyTorch turns a list of ints into a Long tensor on the indexed tensor's device
 // (sequenceToVariable in python_variable_indexing.cpp).
-inline at::Tensor index_list(const at::Tensor& self, std::initializer_list<int64_t> values) {
+inline at::Tensor index_list(const at::Tensor& self, at::ArrayRef<int64_t> values) {
   at::Tensor t = at::empty({static_cast<int64_t>(values.size())}, at::TensorOptions().dtype(at::kLong));
   int64_t* p = t.data_ptr<int64_t>();
   for (int64_t v : values) *p++ = v;
   return self.device().is_cpu() ? t : t.to(self.device());
+}
+inline at::Tensor index_list(const at::Tensor& self, std::initializer_list<int64_t> values) {
+  return index_list(self, at::ArrayRef<int64_t>(values.begin(), values.size()));
 }
 
 // ---- int arithmetic: Python ints on int64, overflow is an error, not a wrap ----
@@ -332,8 +342,9 @@ inline bool same_tensor(const std::optional<at::Tensor>& a, const std::optional<
   return a.has_value() ? same_tensor(*a, b) : !b.has_value();
 }
 
-// ---- sequences of ints (sizes) ----
-inline int64_t seq_index(const std::vector<int64_t>& v, int64_t i) {
+// ---- sequences: run-time tuples (std::vector: sizes, a split's tensors) ----
+template <typename T>
+inline T seq_index(const std::vector<T>& v, int64_t i) {
   const int64_t n = static_cast<int64_t>(v.size());
   if (i < -n || i >= n) raise(PyError::IndexError, "tuple index out of range");
   return v[i < 0 ? i + n : i];
@@ -350,12 +361,13 @@ inline void check_unpack(size_t have, size_t want, bool starred) {
                                    std::to_string(have) + ")");
   }
 }
-inline std::vector<int64_t> seq_slice(const std::vector<int64_t>& v, c10::optional<int64_t> start,
-                                      c10::optional<int64_t> stop, c10::optional<int64_t> step) {
+template <typename T>
+inline std::vector<T> seq_slice(const std::vector<T>& v, std::optional<int64_t> start, std::optional<int64_t> stop,
+                                std::optional<int64_t> step) {
   const int64_t n = static_cast<int64_t>(v.size());
   const int64_t st = step.value_or(1);
   if (st == 0) raise(PyError::ValueError, "slice step cannot be zero");
-  auto clamp = [&](c10::optional<int64_t> x, int64_t dflt) -> int64_t {
+  auto clamp = [&](std::optional<int64_t> x, int64_t dflt) -> int64_t {
     if (!x) return dflt;
     int64_t i = *x;
     if (i < 0) i += n;
@@ -364,13 +376,20 @@ inline std::vector<int64_t> seq_slice(const std::vector<int64_t>& v, c10::option
   };
   const int64_t b = clamp(start, st > 0 ? 0 : n - 1);
   const int64_t e = clamp(stop, st > 0 ? n : -1);
-  std::vector<int64_t> out;
+  std::vector<T> out;
   for (int64_t i = b; st > 0 ? i < e : i > e; i += st) out.push_back(v[i]);
   return out;
 }
-inline std::vector<int64_t> seq_concat(std::vector<int64_t> a, const std::vector<int64_t>& b) {
+template <typename T>
+inline std::vector<T> seq_concat(std::vector<T> a, const std::vector<T>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
+}
+template <typename T>
+inline std::vector<T> seq_repeat(const std::vector<T>& a, int64_t n) {
+  std::vector<T> out;
+  for (int64_t k = 0; k < n; ++k) out.insert(out.end(), a.begin(), a.end());
+  return out;
 }
 inline int64_t checked_len_dim0(const at::Tensor& t) {
   if (t.dim() == 0) raise(PyError::TypeError, "len() of a 0-d tensor");
@@ -378,6 +397,316 @@ inline int64_t checked_len_dim0(const at::Tensor& t) {
 }
 inline void check_range_step(int64_t step) {
   if (step == 0) raise(PyError::ValueError, "range() arg 3 must not be zero");
+}
+inline void check_nonempty(int64_t n, const char* message) {
+  if (n == 0) raise(PyError::ValueError, message);
+}
+// len(range(start, stop, step)), step != 0; in 128 bits, where the difference of two int64 fits.
+inline int64_t range_len(int64_t start, int64_t stop, int64_t step) {
+  const __int128 lo = start, hi = stop, st = step;
+  __int128 n = 0;
+  if (st > 0 && lo < hi) n = (hi - lo - 1) / st + 1;
+  if (st < 0 && lo > hi) n = (lo - hi - 1) / (-st) + 1;
+  return n > std::numeric_limits<int64_t>::max() ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(n);
+}
+inline int64_t range_item(int64_t start, int64_t step, int64_t k) {  // in range: no overflow
+  return static_cast<int64_t>(static_cast<__int128>(start) + static_cast<__int128>(step) * k);
+}
+
+// ---- tensors as Python numbers and iterables ----
+// dispatch_to<double> of python_variable_methods.cpp: one element, read as a double.
+inline double item_as_double(const at::Tensor& t) {
+  c10::OptionalDeviceGuard guard(at::device_of(t));
+  TORCH_CHECK_VALUE(t.sym_numel() == 1, "only one element tensors can be converted to Python scalars");
+  return t.item<double>();
+}
+// float(t): Tensor.__float__, which warns (once) about a tensor that requires grad.
+inline double tensor_to_float(const at::Tensor& t) {
+  if (t.requires_grad()) {
+    TORCH_WARN_ONCE("Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior.\n"
+                    "Consider using tensor.detach() first.");
+  }
+  return item_as_double(t);
+}
+// int(t): Tensor.__int__: a floating tensor's value goes through a double, as int(float) truncates it.
+inline int64_t tensor_to_int(const at::Tensor& t) {
+  if (at::isFloatingType(t.scalar_type())) return math_trunc(item_as_double(t));
+  c10::OptionalDeviceGuard guard(at::device_of(t));
+  TORCH_CHECK_VALUE(t.sym_numel() == 1, "only one element tensors can be converted to Python scalars");
+  return t.item<int64_t>();
+}
+inline void check_iterable(const at::Tensor& t) {
+  if (t.dim() == 0) raise(PyError::TypeError, "iteration over a 0-d tensor");
+}
+
+// ---- numbers whose Python type a tensor's dtype decides (t.item()): an at::Scalar, Python's semantics ----
+[[noreturn]] inline void complex_number() {
+  raise(PyError::TypeError, "a complex number from .item() supports only ==, != and bool() in a region");
+}
+enum class NumType { Bool, Int, Float, Complex };
+inline NumType num_type(const at::Scalar& s) {
+  if (s.isBoolean()) return NumType::Bool;
+  if (s.isIntegral(false)) return NumType::Int;
+  if (s.isFloatingPoint()) return NumType::Float;
+  return NumType::Complex;
+}
+inline int64_t num_int(const at::Scalar& s) { return s.isBoolean() ? (s.toBool() ? 1 : 0) : s.toLong(); }
+inline bool num_truth(const at::Scalar& s) {
+  switch (num_type(s)) {
+    case NumType::Bool: return s.toBool();
+    case NumType::Int: return s.toLong() != 0;
+    case NumType::Float: return s.toDouble() != 0.0;
+    default: return s.toComplexDouble() != c10::complex<double>(0.0, 0.0);
+  }
+}
+inline double num_to_float(const at::Scalar& s) {
+  switch (num_type(s)) {
+    case NumType::Float: return s.toDouble();
+    case NumType::Complex: raise(PyError::TypeError, "float() argument must be a string or a real number, not 'complex'");
+    default: return static_cast<double>(num_int(s));
+  }
+}
+inline int64_t num_to_int(const at::Scalar& s) {
+  switch (num_type(s)) {
+    case NumType::Float: return math_trunc(s.toDouble());
+    case NumType::Complex:
+      raise(PyError::TypeError, "int() argument must be a string, a bytes-like object or a real number, not 'complex'");
+    default: return num_int(s);
+  }
+}
+inline int64_t num_index(const at::Scalar& s) {
+  switch (num_type(s)) {
+    case NumType::Float: raise(PyError::TypeError, "'float' object cannot be interpreted as an integer");
+    case NumType::Complex: raise(PyError::TypeError, "'complex' object cannot be interpreted as an integer");
+    default: return num_int(s);
+  }
+}
+inline bool num_is_float(const at::Scalar& a, const at::Scalar& b) {
+  const NumType x = num_type(a), y = num_type(b);
+  if (x == NumType::Complex || y == NumType::Complex) complex_number();
+  return x == NumType::Float || y == NumType::Float;
+}
+inline at::Scalar num_neg(const at::Scalar& a) {
+  switch (num_type(a)) {
+    case NumType::Float: return at::Scalar(-a.toDouble());
+    case NumType::Complex: complex_number();
+    default: return at::Scalar(py_neg(num_int(a)));
+  }
+}
+inline at::Scalar num_abs(const at::Scalar& a) {
+  switch (num_type(a)) {
+    case NumType::Float: return at::Scalar(std::fabs(a.toDouble()));
+    case NumType::Complex: complex_number();
+    default: {
+      const int64_t v = num_int(a);
+      return at::Scalar(v < 0 ? py_neg(v) : v);
+    }
+  }
+}
+inline at::Scalar num_add(const at::Scalar& a, const at::Scalar& b) {
+  if (num_is_float(a, b)) return at::Scalar(num_to_float(a) + num_to_float(b));
+  return at::Scalar(py_add(num_int(a), num_int(b)));
+}
+inline at::Scalar num_sub(const at::Scalar& a, const at::Scalar& b) {
+  if (num_is_float(a, b)) return at::Scalar(num_to_float(a) - num_to_float(b));
+  return at::Scalar(py_sub(num_int(a), num_int(b)));
+}
+inline at::Scalar num_mul(const at::Scalar& a, const at::Scalar& b) {
+  if (num_is_float(a, b)) return at::Scalar(num_to_float(a) * num_to_float(b));
+  return at::Scalar(py_mul(num_int(a), num_int(b)));
+}
+inline at::Scalar num_truediv(const at::Scalar& a, const at::Scalar& b) {
+  if (num_is_float(a, b)) return at::Scalar(py_truediv(num_to_float(a), num_to_float(b)));
+  return at::Scalar(py_int_truediv(num_int(a), num_int(b)));
+}
+inline at::Scalar num_floordiv(const at::Scalar& a, const at::Scalar& b) {
+  if (num_is_float(a, b)) return at::Scalar(py_ffloordiv(num_to_float(a), num_to_float(b)));
+  return at::Scalar(py_floordiv(num_int(a), num_int(b)));
+}
+inline at::Scalar num_mod(const at::Scalar& a, const at::Scalar& b) {
+  if (num_is_float(a, b)) return at::Scalar(py_fmod(num_to_float(a), num_to_float(b)));
+  return at::Scalar(py_mod(num_int(a), num_int(b)));
+}
+// Python compares ints and floats exactly; long double holds both exactly on x86-64.
+inline long double num_exact(const at::Scalar& s) {
+  return num_type(s) == NumType::Float ? static_cast<long double>(s.toDouble())
+                                       : static_cast<long double>(num_int(s));
+}
+inline bool num_eq(const at::Scalar& a, const at::Scalar& b) {
+  if (num_type(a) == NumType::Complex || num_type(b) == NumType::Complex) {
+    auto real = [](const at::Scalar& s) {
+      return num_type(s) == NumType::Complex ? static_cast<long double>(s.toComplexDouble().real()) : num_exact(s);
+    };
+    auto imag = [](const at::Scalar& s) { return num_type(s) == NumType::Complex ? s.toComplexDouble().imag() : 0.0; };
+    return real(a) == real(b) && imag(a) == imag(b);
+  }
+  return num_exact(a) == num_exact(b);
+}
+inline bool num_ne(const at::Scalar& a, const at::Scalar& b) { return !num_eq(a, b); }
+inline bool num_lt(const at::Scalar& a, const at::Scalar& b) { num_is_float(a, b); return num_exact(a) < num_exact(b); }
+inline bool num_le(const at::Scalar& a, const at::Scalar& b) { num_is_float(a, b); return num_exact(a) <= num_exact(b); }
+inline bool num_gt(const at::Scalar& a, const at::Scalar& b) { num_is_float(a, b); return num_exact(a) > num_exact(b); }
+inline bool num_ge(const at::Scalar& a, const at::Scalar& b) { num_is_float(a, b); return num_exact(a) >= num_exact(b); }
+
+// ---- lists: Python lists, shared by every variable bound to one (as names share a list object) ----
+template <typename T>
+class List {
+ public:
+  List() : v_(std::make_shared<std::vector<T>>()) {}
+  explicit List(std::vector<T> v) : v_(std::make_shared<std::vector<T>>(std::move(v))) {}
+  size_t size() const { return v_->size(); }
+  bool empty() const { return v_->empty(); }
+  const T& operator[](size_t k) const { return (*v_)[k]; }
+  std::vector<T>& vec() const { return *v_; }
+
+ private:
+  std::shared_ptr<std::vector<T>> v_;
+};
+template <typename T, typename... R>
+inline List<T> list_of(const T& first, const R&... rest) {
+  std::vector<T> v;
+  v.reserve(1 + sizeof...(rest));
+  v.push_back(first);
+  (v.push_back(rest), ...);
+  return List<T>(std::move(v));
+}
+template <typename T>
+inline List<T> list_from(const std::vector<T>& v) { return List<T>(v); }
+template <typename T>
+inline List<T> list_from(const List<T>& l) { return List<T>(l.vec()); }
+template <typename T>
+inline std::vector<T> tuple_from(const List<T>& l) { return l.vec(); }
+template <typename T>
+inline T seq_index(const List<T>& l, int64_t i) {
+  const int64_t n = static_cast<int64_t>(l.size());
+  if (i < -n || i >= n) raise(PyError::IndexError, "list index out of range");
+  return l[i < 0 ? i + n : i];
+}
+template <typename T>
+inline List<T> seq_slice(const List<T>& l, std::optional<int64_t> start, std::optional<int64_t> stop,
+                         std::optional<int64_t> step) {
+  return List<T>(seq_slice(l.vec(), start, stop, step));
+}
+template <typename T>
+inline List<T> list_concat(const List<T>& a, const List<T>& b) {
+  std::vector<T> v = a.vec();
+  v.insert(v.end(), b.vec().begin(), b.vec().end());
+  return List<T>(std::move(v));
+}
+template <typename T>
+inline List<T> list_repeat(const List<T>& a, int64_t n) { return List<T>(seq_repeat(a.vec(), n)); }
+template <typename T>
+inline void list_append(const List<T>& l, const T& v) { l.vec().push_back(v); }
+template <typename T>
+inline void list_extend(const List<T>& l, const std::vector<T>& s) {
+  const std::vector<T> items = s;  // s may be l's own items (l.extend(l))
+  l.vec().insert(l.vec().end(), items.begin(), items.end());
+}
+template <typename T>
+inline void list_extend(const List<T>& l, const List<T>& s) { list_extend(l, s.vec()); }
+template <typename T>
+inline void list_insert(const List<T>& l, int64_t i, const T& v) {
+  const int64_t n = static_cast<int64_t>(l.size());
+  if (i < 0) i = i + n < 0 ? 0 : i + n;
+  if (i > n) i = n;
+  l.vec().insert(l.vec().begin() + i, v);
+}
+template <typename T>
+inline T list_pop(const List<T>& l, int64_t i) {
+  const int64_t n = static_cast<int64_t>(l.size());
+  if (n == 0) raise(PyError::IndexError, "pop from empty list");
+  if (i < 0) i += n;
+  if (i < 0 || i >= n) raise(PyError::IndexError, "pop index out of range");
+  T v = std::move(l.vec()[i]);
+  l.vec().erase(l.vec().begin() + i);
+  return v;
+}
+template <typename T>
+inline void list_set(const List<T>& l, int64_t i, const T& v) {
+  const int64_t n = static_cast<int64_t>(l.size());
+  if (i < -n || i >= n) raise(PyError::IndexError, "list assignment index out of range");
+  l.vec()[i < 0 ? i + n : i] = v;
+}
+template <typename T>
+inline void list_clear(const List<T>& l) { l.vec().clear(); }
+template <typename T>
+inline void list_reverse(const List<T>& l) { std::reverse(l.vec().begin(), l.vec().end()); }
+template <typename T>
+inline void list_repeat_inplace(const List<T>& l, int64_t n) { l.vec() = seq_repeat(l.vec(), n); }
+
+// ---- results ----
+inline void push_number(Out& out, const at::Scalar& s) {
+  switch (num_type(s)) {
+    case NumType::Int: out.i.push_back(0); out.i.push_back(s.toLong()); break;
+    case NumType::Float: out.i.push_back(1); out.f.push_back(s.toDouble()); break;
+    case NumType::Bool: out.i.push_back(2); out.i.push_back(s.toBool() ? 1 : 0); break;
+    default: {
+      const c10::complex<double> c = s.toComplexDouble();
+      out.i.push_back(3);
+      out.f.push_back(c.real());
+      out.f.push_back(c.imag());
+    }
+  }
+}
+inline void push_list(Out& out, const List<at::Tensor>& l) {
+  out.i.push_back(static_cast<int64_t>(l.size()));
+  for (const at::Tensor& t : l.vec()) out.t.push_back(t);
+}
+inline void push_list(Out& out, const List<int64_t>& l) {
+  out.i.push_back(static_cast<int64_t>(l.size()));
+  for (int64_t v : l.vec()) out.i.push_back(v);
+}
+inline void push_list(Out& out, const List<double>& l) {
+  out.i.push_back(static_cast<int64_t>(l.size()));
+  for (double v : l.vec()) out.f.push_back(v);
+}
+
+// ---- interrupts: a loop (and every few ops) polls, as the interpreter does between bytecodes ----
+// A Python exception is set in this thread (a signal handler raised, e.g. KeyboardInterrupt).
+struct PythonError {};
+
+// One call's state: the Python line running (for an error's note) and the poll's clock.
+struct Frame {
+  explicit Frame(bool gil_released) : gil(!gil_released) {}
+  int line = 0;
+  bool gil;  // the call holds the GIL
+  uint32_t ticks = 0;
+  std::chrono::steady_clock::time_point next{};
+};
+
+// Every 5 ms: without the GIL, take it to run Python's signal handlers; with it, let other threads
+// take it for a moment, as the interpreter's switch interval does (a SIGINT sender may be one).
+inline void poll_slow(Frame& f) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < f.next) return;
+  f.next = now + std::chrono::milliseconds(5);
+  if (f.gil) {
+    PyThreadState* state = PyEval_SaveThread();
+    PyEval_RestoreThread(state);
+    if (PyErr_CheckSignals() != 0) throw PythonError{};
+  } else {
+    const PyGILState_STATE state = PyGILState_Ensure();
+    const int failed = PyErr_CheckSignals();
+    PyGILState_Release(state);
+    if (failed) throw PythonError{};
+  }
+}
+// With the GIL, PyErr_CheckSignals is a load of Python's "signal tripped" flag when none is pending.
+inline void poll(Frame& f) {
+  if (f.gil) {
+    if (PyErr_CheckSignals() != 0) throw PythonError{};
+    if ((++f.ticks & 15) == 0) poll_slow(f);
+  } else {
+    poll_slow(f);
+  }
+}
+
+// ---- modules: the slots the runtime read before the region ran ----
+// modules[i] of a ModuleList or Sequential, as they index (`index {i} is out of range`).
+inline const Arg* module_item(const Arg* list, int64_t i) {
+  const int64_t n = list->i;
+  if (i < -n || i >= n) raise(PyError::IndexError, "index " + std::to_string(i) + " is out of range");
+  return list->m[i < 0 ? i + n : i].m;
 }
 
 }  // namespace ppy

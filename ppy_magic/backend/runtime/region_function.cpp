@@ -18,10 +18,12 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ppy_abi.h"
+#include "module_plan.h"
 
 #ifndef TORCH_EXTENSION_NAME
 #error "TORCH_EXTENSION_NAME must name this module"
@@ -60,6 +62,9 @@ struct RegionFunction {
   PyObject* first_call;  // callable(bound args) run once on the first failed guard, or nullptr
   Py_ssize_t calls;
   Py_ssize_t fallbacks;
+  ppy_modules::Plan* plan;  // what is read of module parameters ('M'); set by set_plan
+  PyObject* resolver;       // callable(region) -> None once it set the plan, or a str why not yet
+  PyObject* owner_class;    // the class this region is a method of (__set_name__), or nullptr
 };
 
 // ---- building results ------------------------------------------------------
@@ -82,10 +87,10 @@ PyObject* torch_size_type() {  // torch.Size (its C constructor is not exported)
 }
 
 PyObject* build_items(RegionFunction* self, const char*& spec, OutCursor& cur) {
-  // spec points just after '('; reads items up to the matching ')'.
+  // spec points just after '(' or '['; reads items up to the matching ')' or ']'.
   PyObject* items = PyList_New(0);
   if (!items) return nullptr;
-  while (*spec && *spec != ')') {
+  while (*spec && *spec != ')' && *spec != ']') {
     PyObject* item = build_result(self, spec, cur);
     if (!item || PyList_Append(items, item) < 0) {
       Py_XDECREF(item);
@@ -94,7 +99,7 @@ PyObject* build_items(RegionFunction* self, const char*& spec, OutCursor& cur) {
     }
     Py_DECREF(item);
   }
-  if (*spec == ')') ++spec;
+  if (*spec == ')' || *spec == ']') ++spec;
   return items;
 }
 
@@ -111,6 +116,37 @@ PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur) 
       return PyBool_FromLong(static_cast<long>(cur.out.i[cur.i++]));
     case 'N':
       Py_RETURN_NONE;
+    case 'O': {  // a tensor or None (an undefined tensor)
+      at::Tensor& t = cur.out.t[cur.t++];
+      if (!t.defined()) Py_RETURN_NONE;
+      return THPVariable_Wrap(std::move(t));
+    }
+    case 'n': {  // a number whose type the region decided at run time: a tag, then the value
+      const int64_t tag = cur.out.i[cur.i++];
+      if (tag == 0) return PyLong_FromLongLong(cur.out.i[cur.i++]);
+      if (tag == 1) return PyFloat_FromDouble(cur.out.f[cur.f++]);
+      if (tag == 2) return PyBool_FromLong(static_cast<long>(cur.out.i[cur.i++]));
+      const double re = cur.out.f[cur.f++];
+      const double im = cur.out.f[cur.f++];
+      return PyComplex_FromDoubles(re, im);
+    }
+    case 'l':    // a list of tensors, ints or floats: the length, then the items
+    case 'j':
+    case 'g': {
+      const int64_t n = cur.out.i[cur.i++];
+      PyObject* list = PyList_New(n);
+      if (!list) return nullptr;
+      for (int64_t k = 0; k < n; ++k) {
+        PyObject* v = c == 'l'   ? THPVariable_Wrap(std::move(cur.out.t[cur.t++]))
+                      : c == 'j' ? PyLong_FromLongLong(cur.out.i[cur.i++])
+                                 : PyFloat_FromDouble(cur.out.f[cur.f++]);
+        if (!v) { Py_DECREF(list); return nullptr; }
+        PyList_SET_ITEM(list, k, v);
+      }
+      return list;
+    }
+    case '[':  // a list of a length known when the region was compiled
+      return build_items(self, spec, cur);
     case 'V': {  // a tuple of as many tensors as the next int says
       const int64_t n = cur.out.i[cur.i++];
       PyObject* tup = PyTuple_New(n);
@@ -208,12 +244,11 @@ PyObject* python_error_type(ppy::PyError e) {
     case ppy::PyError::IndexError: return PyExc_IndexError;
     case ppy::PyError::TypeError: return PyExc_TypeError;
     case ppy::PyError::RuntimeError: return PyExc_RuntimeError;
+    case ppy::PyError::UnboundLocalError: return PyExc_UnboundLocalError;
     case ppy::PyError::NotImplementedError: return PyExc_NotImplementedError;
     default: return PyExc_SystemError;
   }
 }
-
-bool call_entry(RegionFunction* self, ppy::Arg* args, ppy::Out& out, int64_t work);
 
 PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf,
                             PyObject* kwnames) {
@@ -253,6 +288,19 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
 
   if (at::impl::torch_function_mode_enabled())
     return fall_back(self, "a TorchFunctionMode is active", args, nargsf, kwnames);
+  if (self->resolver) {  // a method: the classes its plan names exist once the cell has run
+    PyObject* resolver = self->resolver;
+    Py_INCREF(resolver);  // resolving clears self->resolver
+    PyObject* why = PyObject_CallOneArg(resolver, callable);
+    Py_DECREF(resolver);
+    if (!why) return nullptr;
+    if (why != Py_None) {
+      std::string reason = PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : "its classes are not defined yet";
+      Py_DECREF(why);
+      return fall_back(self, reason.c_str(), args, nargsf, kwnames);
+    }
+    Py_DECREF(why);
+  }
 
   c10::SmallVector<ppy::Arg, 8> cargs(nparams);
   // Only regions with tensor-list parameters pay for the vectors.
@@ -296,7 +344,7 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
       case 'T':
         a.t = check_tensor(o);
         break;
-      case 'n':  // an int or a float, told apart: Python keeps the value's type
+      case 'F':  // an int or a float, told apart: Python keeps the value's type
         if (PyFloat_CheckExact(o)) {
           a.f = PyFloat_AS_DOUBLE(o);
         } else if (PyLong_CheckExact(o)) {
@@ -357,7 +405,7 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
           if (!PyLong_CheckExact(item) || overflow) reason = "a sizes argument holds something other than ints";
           else int_lists[p].push_back(v);
         }
-        a.il = &int_lists[p];
+        a.ints = &int_lists[p];
         break;
       }
       case 'O':
@@ -386,6 +434,9 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
       case 'N':
         if (o == Py_None) a.none = true;
         else reason = "an argument compiled as None is not None";
+        break;
+      case 'M':  // a module: read below, once every other argument is checked
+        if (!self->plan) reason = "internal: a module parameter without a plan";
         break;
       case 'L': {
         if (!PyList_CheckExact(o) && !PyTuple_CheckExact(o)) {
@@ -427,22 +478,75 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   if (reason) return fall_back(self, reason, args, nargsf, kwnames);
   Py_CLEAR(self->first_call);  // the first call ran the region: its kinds stay
 
+  // Module parameters: every attribute the region reads, before any operator runs.
+  std::optional<ppy_modules::Gathered> modules;
+  if (self->plan) {
+    modules.emplace();
+    c10::SmallVector<std::pair<Py_ssize_t, ptrdiff_t>, 2> bases;
+    for (Py_ssize_t p = 0; p < nparams; ++p) {
+      const int li = p < static_cast<Py_ssize_t>(self->plan->params.size()) ? self->plan->params[p] : -1;
+      if (li < 0) continue;
+      const char* pname = PyUnicode_AsUTF8(PyTuple_GET_ITEM(self->param_names, p));
+      const ptrdiff_t base =
+          ppy_modules::read_param(*self->plan, li, bound[p], pname ? pname : "self", *modules, self->device_mask);
+      if (base < 0) {
+        PyErr_Clear();
+        std::string why = modules->reason;
+        modules.reset();  // let go of what was read before the Python method runs
+        return fall_back(self, why.c_str(), args, nargsf, kwnames);
+      }
+      bases.emplace_back(p, base);
+    }
+    if (!ppy_modules::global_hooks_free(*self->plan, *modules)) {
+      std::string why = modules->reason;
+      modules.reset();
+      return fall_back(self, why.c_str(), args, nargsf, kwnames);
+    }
+    modules->link();
+    for (auto& [p, base] : bases) cargs[p].m = modules->args.data() + base;
+    work += modules->work;
+  }
+
   self->calls++;
   ppy::Out out;
   bool failed = false;
-  // Warnings the ops raise in C++ (TORCH_WARN) become Python warnings when the call ends, as
-  // eager's bindings do; a warning turned into an error by the filters raises it.
+  out.gil_released = work >= kReleaseGilElements;  // the region then takes the GIL to poll for signals
   try {
+    // ATen's warnings (TORCH_WARN) become Python warnings when the call ends, as in eager's bindings.
     torch::PyWarningHandler warnings;
-    failed = call_entry(self, cargs.data(), out, work);
+    if (!out.gil_released) {
+      // Small inputs: releasing and re-taking the GIL would cost more than the
+      // ops themselves (measured: ~0.2 us of a 2.6 us call).
+      try {
+        self->entry(cargs.data(), &out);
+      } catch (...) {
+        failed = true;
+        torch::translate_exception_to_python(std::current_exception());
+      }
+    } else {
+      // Large inputs: let other Python threads run meanwhile, as eager does per op.
+      Py_BEGIN_ALLOW_THREADS
+      try {
+        self->entry(cargs.data(), &out);
+      } catch (...) {
+        failed = true;
+        PyGILState_STATE st = PyGILState_Ensure();  // translation needs the GIL
+        torch::translate_exception_to_python(std::current_exception());
+        PyGILState_Release(st);
+      }
+      Py_END_ALLOW_THREADS
+    }
+    if (!failed && out.error == ppy::PyError::Pending) {
+      failed = true;  // a signal handler raised while the region polled (KeyboardInterrupt): already set
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "ppy: a region stopped for a Python error it lost");
+    } else if (!failed && out.error != ppy::PyError::None) {
+      failed = true;
+      PyErr_SetString(python_error_type(out.error), out.message.c_str());
+    }
     if (failed) warnings.set_in_exception();
-  } catch (python_error& e) {
+  } catch (python_error& e) {  // a warning that the warning filters turned into an error
     e.restore();
-    return nullptr;
-  }
-  if (!failed && out.error != ppy::PyError::None) {
     failed = true;
-    PyErr_SetString(python_error_type(out.error), out.message.c_str());
   }
   if (failed) {
     add_line_note(self, out.line);
@@ -451,34 +555,6 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   OutCursor cur{out};
   const char* spec = self->ret->c_str();
   return build_result(self, spec, cur);
-}
-
-// One call of the region's entry; true when it raised (the Python error is set).
-bool call_entry(RegionFunction* self, ppy::Arg* args, ppy::Out& out, int64_t work) {
-  bool failed = false;
-  if (work < kReleaseGilElements) {
-    // Small inputs: releasing and re-taking the GIL would cost more than the
-    // ops themselves (measured: ~0.2 us of a 2.6 us call).
-    try {
-      self->entry(args, &out);
-    } catch (...) {
-      failed = true;
-      torch::translate_exception_to_python(std::current_exception());
-    }
-  } else {
-    // Large inputs: let other Python threads run meanwhile, as eager does per op.
-    Py_BEGIN_ALLOW_THREADS
-    try {
-      self->entry(args, &out);
-    } catch (...) {
-      failed = true;
-      PyGILState_STATE st = PyGILState_Ensure();  // translation needs the GIL
-      torch::translate_exception_to_python(std::current_exception());
-      PyGILState_Release(st);
-    }
-    Py_END_ALLOW_THREADS
-  }
-  return failed;
 }
 
 // ---- the type ------------------------------------------------------------------
@@ -493,6 +569,8 @@ int region_traverse(RegionFunction* self, visitproc visit, void* arg) {
   Py_VISIT(self->result_types);
   Py_VISIT(self->last_reason);
   Py_VISIT(self->first_call);
+  Py_VISIT(self->resolver);
+  Py_VISIT(self->owner_class);
   return 0;
 }
 
@@ -506,6 +584,8 @@ int region_clear(RegionFunction* self) {
   Py_CLEAR(self->result_types);
   Py_CLEAR(self->last_reason);
   Py_CLEAR(self->first_call);
+  Py_CLEAR(self->resolver);
+  Py_CLEAR(self->owner_class);
   return 0;
 }
 
@@ -514,6 +594,7 @@ void region_dealloc(RegionFunction* self) {
   region_clear(self);
   delete self->kinds;
   delete self->ret;
+  delete self->plan;
   Py_TYPE(self)->tp_free((PyObject*)self);
 }
 
@@ -542,7 +623,7 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   }
   // The return spec indexes result_types ('R<k>'): check it here, not on every call.
   for (const char* c = ret; *c; ++c) {
-    if (std::strchr("Tfib()NVS", *c) == nullptr && *c != 'R') {
+    if (std::strchr("Tfib()NVSOnljg[]", *c) == nullptr && *c != 'R') {
       PyErr_Format(PyExc_ValueError, "bad return spec '%s'", ret);
       return nullptr;
     }
@@ -588,6 +669,9 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   self->has_list = std::strchr(kinds, 'L') != nullptr || std::strchr(kinds, 'I') != nullptr;
   self->extras = extras;
   self->first_call = nullptr;
+  self->plan = nullptr;
+  self->resolver = nullptr;
+  self->owner_class = nullptr;
   if (!self->dict) { Py_DECREF(self); return nullptr; }
   return (PyObject*)self;
 }
@@ -599,6 +683,38 @@ PyObject* region_repr(RegionFunction* self) {
 }
 
 PyObject* region_get_region_flag(PyObject*, void*) { Py_RETURN_TRUE; }
+
+PyObject* region_get_owner(RegionFunction* self, void*) {
+  if (!self->owner_class) Py_RETURN_NONE;
+  Py_INCREF(self->owner_class);
+  return self->owner_class;
+}
+
+// A region binds like the function it stands for: Cls.__dict__["forward"].__get__(obj) is a
+// bound method, so model.forward(x) and nn.Module.__call__ call the region with the instance.
+PyObject* region_descr_get(PyObject* self, PyObject* obj, PyObject*) {
+  if (obj == nullptr || obj == Py_None) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+
+// type.__new__ calls it for each attribute of a new class: the class a method region belongs to.
+PyObject* region_set_name(RegionFunction* self, PyObject* args) {
+  PyObject *owner, *name;
+  if (!PyArg_ParseTuple(args, "OU", &owner, &name)) return nullptr;
+  if (!self->owner_class) {
+    Py_INCREF(owner);
+    self->owner_class = owner;
+  }
+  Py_RETURN_NONE;
+}
+
+PyMethodDef region_methods[] = {
+    {"__set_name__", (PyCFunction)region_set_name, METH_VARARGS,
+     "records the class this region is a method of"},
+    {nullptr}};
 
 PyMemberDef region_members[] = {
     {"calls", T_PYSSIZET, offsetof(RegionFunction, calls), READONLY,
@@ -613,6 +729,8 @@ PyGetSetDef region_getset[] = {
     {"__ppy_region__", region_get_region_flag, nullptr, "True: this callable runs an ATen region",
      nullptr},
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
+    {"__ppy_owner__", (getter)region_get_owner, nullptr, "the class this region is a method of, or None",
+     nullptr},
     {nullptr}};
 
 PyTypeObject RegionFunctionType = {PyVarObject_HEAD_INIT(nullptr, 0)};
@@ -624,6 +742,47 @@ PyObject* set_fallback_hook(PyObject*, PyObject* hook) {
   }
   Py_XDECREF(g_fallback_hook);
   g_fallback_hook = hook == Py_None ? nullptr : (Py_INCREF(hook), hook);
+  Py_RETURN_NONE;
+}
+
+PyObject* set_plan(PyObject*, PyObject* args) {
+  PyObject *obj, *spec;
+  if (!PyArg_ParseTuple(args, "OO", &obj, &spec)) return nullptr;
+  if (!PyObject_TypeCheck(obj, &RegionFunctionType)) {
+    PyErr_SetString(PyExc_TypeError, "expected a RegionFunction");
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<RegionFunction*>(obj);
+  ppy_modules::Plan* plan = ppy_modules::parse_plan(spec);
+  if (!plan) return nullptr;
+  if (plan->params.size() != self->kinds->size()) {
+    delete plan;
+    PyErr_SetString(PyExc_ValueError, "the plan does not have one entry per parameter");
+    return nullptr;
+  }
+  for (size_t p = 0; p < plan->params.size(); ++p) {
+    const bool module = (*self->kinds)[p] == 'M';
+    if (module != (plan->params[p] >= 0) || plan->params[p] >= static_cast<int>(plan->layouts.size())) {
+      delete plan;
+      PyErr_SetString(PyExc_ValueError, "the plan's layouts do not match the module parameters");
+      return nullptr;
+    }
+  }
+  delete self->plan;
+  self->plan = plan;
+  Py_CLEAR(self->resolver);
+  Py_RETURN_NONE;
+}
+
+PyObject* set_resolver(PyObject*, PyObject* args) {
+  PyObject *obj, *resolver;
+  if (!PyArg_ParseTuple(args, "OO", &obj, &resolver)) return nullptr;
+  if (!PyObject_TypeCheck(obj, &RegionFunctionType) || (resolver != Py_None && !PyCallable_Check(resolver))) {
+    PyErr_SetString(PyExc_TypeError, "set_resolver(region, callable | None)");
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<RegionFunction*>(obj);
+  Py_XSETREF(self->resolver, resolver == Py_None ? nullptr : (Py_INCREF(resolver), resolver));
   Py_RETURN_NONE;
 }
 
@@ -682,6 +841,10 @@ PyMethodDef module_methods[] = {
     {"set_fallback_hook", set_fallback_hook, METH_O,
      "set_fallback_hook(callable | None): called as hook(region, reason) on each fallback"},
     {"reset_counters", reset_counters, METH_O, "reset_counters(region): zero calls and fallbacks"},
+    {"set_plan", set_plan, METH_VARARGS,
+     "set_plan(region, (params, layouts, hook dicts)): what the region reads of its module parameters"},
+    {"set_resolver", set_resolver, METH_VARARGS,
+     "set_resolver(region, callable | None): called as callable(region) before a call while the plan is unset"},
     {nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, PPY_STR(TORCH_EXTENSION_NAME),
@@ -705,6 +868,8 @@ PyMODINIT_FUNC PPY_CAT(PyInit_, TORCH_EXTENSION_NAME)(void) {
   RegionFunctionType.tp_dictoffset = offsetof(RegionFunction, dict);
   RegionFunctionType.tp_members = region_members;
   RegionFunctionType.tp_getset = region_getset;
+  RegionFunctionType.tp_methods = region_methods;
+  RegionFunctionType.tp_descr_get = region_descr_get;
   if (PyType_Ready(&RegionFunctionType) < 0) return nullptr;
   PyObject* m = PyModule_Create(&module_def);
   if (!m) return nullptr;

@@ -6,8 +6,8 @@ function the way user code does, with the options the issue names (every pad
 mode, pooling with indices, each interpolate mode, losses with reduction,
 weight, ignore_index, label_smoothing, dropout in and out of training, ...).
 ``PROBES`` maps each probe to the public name it exercises and the calls to
-make; ``differential.compare_call`` compares each with eager, gradients
-included.
+make; ``tests.support.eager.compare_call`` compares each with eager,
+gradients included.
 """
 
 from __future__ import annotations

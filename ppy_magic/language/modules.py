@@ -1,0 +1,403 @@
+"""Modules in the region language: ``self.<name>``, submodule calls, ModuleList/ModuleDict/Sequential.
+
+A mixin of ``function.FunctionCompiler``. A module value (``values.ModuleValue``) is what
+the runtime read of one module at the call, before any operator runs: the plan
+(``Plan``) says, per module class met, which attributes to read, where (an
+attribute, a key or a position in ``_modules``) and of which kind; the region's C++
+reads them from there. Reading them all first keeps a call the region was not built
+for (a subclass instance, a hook on a submodule called inline, an attribute of
+another kind) a fallback to the Python method with nothing run yet.
+
+A submodule's ``forward`` (a ``@ppy.opt`` method of the same source, or the
+restatement of a ``torch.nn`` module in ``nn_modules.py``) is compiled as a helper,
+like any callee. Its module is checked for hooks, since ``nn.Module.__call__`` would
+run them.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import nn
+
+from . import ir
+from .classes import NONE, ClassRef, ModType, ParamObject, Scalar, Union, Unknown
+from .ir import Kind
+from .loops import RangeIteration, stored_names
+from .namespace import function_key
+from .values import BoundMethod, ModuleValue, OptionalScalar, PendingObject, Unbound, UnionValue
+
+# ---- the plan: what the runtime reads --------------------------------------------------------------
+
+# How a slot is found: an attribute, a key or a position in _modules, the length of _modules
+# (a check), all of _modules (a list), or a method the region runs inline (a check: the class's
+# is the one compiled, and the instance __dict__ does not hide it).
+ATTRIBUTE, KEY, POSITION, LENGTH, ALL, METHOD = "a", "k", "p", "n", "l", "x"
+SCALAR_CODES = {
+    Kind.TENSOR: "T",
+    Kind.FLOAT: "f",
+    Kind.INT: "i",
+    Kind.BOOL: "b",
+    Kind.STR: "s",
+    Kind.INTS: "I",
+    Kind.NONE: "N",
+}
+READS = {  # the intrinsic that reads a slot of each kind (optional ones: the value once not None)
+    Kind.TENSOR: "attr_tensor",
+    Kind.FLOAT: "attr_float",
+    Kind.INT: "attr_int",
+    Kind.BOOL: "attr_bool",
+    Kind.STR: "attr_str",
+    Kind.INTS: "attr_ints",
+}
+
+
+@dataclass(frozen=True)
+class Slot:
+    name: str
+    how: str
+    kind: str  # SCALAR_CODES, or 'M' a module, 'U' one of several, 'm' a list of modules, '-' a check
+    optional: bool = False
+    subs: tuple[int, ...] = ()  # layouts: of the module, of each option (-1: None), of the list's items
+    pos: int = 0  # a position; for a method, the first line of the def compiled
+    origin: str = ""  # a method: "torch" (restated), "" (the region's own file) or the file of the def
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What is read of one kind of module: its class (checked exactly) and its slots."""
+
+    cls: ClassRef | None  # None: a plain object of any class
+    module: bool
+    inline: bool  # its forward runs inline: no hooks allowed
+    keyed: bool  # a ModuleList: its keys are "0".."n-1"
+    name: str
+    slots: tuple[Slot, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    params: tuple[int, ...]  # the layout of each parameter; -1 where it is not a module
+    layouts: tuple[Layout, ...]
+
+    def classes(self) -> list[ClassRef]:
+        return [lay.cls for lay in self.layouts if lay.cls is not None]
+
+
+@dataclass
+class LayoutBuilder:
+    index: int
+    mtype: ModType
+    slots: list[Slot] = field(default_factory=list)
+    where: dict[tuple[str, str], int] = field(default_factory=dict)
+    inline: bool = False
+
+    def slot(self, slot: Slot) -> int:
+        key = (slot.how, slot.name)
+        if key in self.where:
+            have = self.slots[self.where[key]]
+            if have != slot:
+                raise ValueError(f"{slot.name} read as two kinds")  # a bug: one attribute has one type
+            return self.where[key]
+        self.where[key] = len(self.slots)
+        self.slots.append(slot)
+        return self.where[key]
+
+    def freeze(self) -> Layout:
+        m = self.mtype
+        keyed = m.cls is not None and m.cls.obj is nn.ModuleList  # looked up by str(index)
+        return Layout(m.cls, m.module, self.inline, keyed, m.describe(), tuple(self.slots))
+
+
+def freeze_plan(builders: list[LayoutBuilder], params: list[int]) -> Plan | None:
+    if not builders:
+        return None
+    return Plan(tuple(params), tuple(b.freeze() for b in builders))
+
+
+# ---- compiling with modules ---------------------------------------------------------------------------
+
+
+class ModuleCompiler:
+    # -- layouts --------------------------------------------------------------------------------------
+    def layout(self, mtype: ModType) -> LayoutBuilder:
+        found = self.ctx.layout_index.get(mtype)
+        if found is None:
+            found = LayoutBuilder(len(self.ctx.layouts), mtype)
+            self.ctx.layouts.append(found)
+            self.ctx.layout_index[mtype] = found
+        return found
+
+    def module_model(self, node: ast.AST, mv: ModuleValue) -> Any:
+        if mv.mtype.cls is None:
+            return None
+        model = self.classes.model(mv.mtype.cls)
+        if model.problem:
+            raise self.error(node, f"{mv.path} is a {mv.mtype.cls.name}, which a region cannot read: {model.problem}")
+        return model
+
+    # -- attributes -------------------------------------------------------------------------------------
+    def module_attribute(self, node: ast.Attribute, mv: ModuleValue) -> Any:
+        name = node.attr
+        path = f"{mv.path}.{name}"
+        m = mv.mtype
+        model = self.module_model(node, mv)
+        if m.cls is None:  # a plain object (a config): its fields' kinds come from a dataclass
+            from .classes import field_type
+
+            assert m.origin is not None
+            return self.read(node, mv, Slot(name, ATTRIBUTE, ""), field_type(self.classes, m.origin.arg, name), path)
+        if m.children is not None and name not in model.attrs:
+            child = dict(m.children).get(name)
+            if child is not None:
+                return self.read(node, mv, Slot(name, ATTRIBUTE, ""), child, path)
+        if name in model.methods and name not in model.attrs:
+            return BoundMethod(mv, name)
+        t = model.attr(name)
+        if t is None:
+            if name in model.defined:
+                raise self.error(
+                    node,
+                    f"`{path}` is a class attribute or method of {m.cls.name} a region does not read",
+                    "Compile the method with @ppy.opt, or make it a plain attribute set in __init__.",
+                )
+            raise self.error(
+                node,
+                f"`{path}` is not set in {m.cls.name}'s __init__ or annotated in its class body",
+                f"Assign it in __init__ (self.{name} = ...) or annotate it in the class body ({name}: int).",
+            )
+        return self.read(node, mv, Slot(name, ATTRIBUTE, ""), t, path)
+
+    def read(self, node: ast.AST, mv: ModuleValue, where: Slot, t: Any, path: str) -> Any:
+        """Read what `where` names in `mv`, of type `t`, as a value of the region."""
+        lay = self.layout(mv.mtype)
+        if isinstance(t, Unknown):
+            raise self.error(
+                node,
+                f"the kind of `{path}` is not known before the cell runs: {t.why}",
+                "Annotate it in the class body (e.g. `n_head: int`), or assign it a literal, "
+                "an annotated parameter, a Parameter, a buffer or a module in __init__.",
+            )
+        if isinstance(t, ParamObject):
+            if where.how != ATTRIBUTE:
+                raise self.error(node, f"`{path}` cannot be read in a region")
+            return PendingObject(mv, where.name, t, path)
+        if isinstance(t, Scalar):
+            if t == NONE:
+                lay.slot(Slot(where.name, where.how, "N", pos=where.pos))
+                return ir.Const(None, Kind.NONE)
+            code = SCALAR_CODES.get(t.kind)
+            if t.kind == Kind.INTS:
+                code = {"tuple": "I", "list": "J"}.get(t.seq, "Q")
+            if code is None:
+                raise self.error(node, f"`{path}` is {ir.KIND_NAMES.get(t.kind, t.kind)}, which a region does not read")
+            i = lay.slot(Slot(where.name, where.how, code, t.optional, pos=where.pos))
+            slot = ir.Const(i, Kind.INT)
+            if t.kind == Kind.TENSOR and t.optional:
+                return self.intrinsic("attr_opt_tensor", Kind.OPT_TENSOR, mv.atom, slot)
+            value = self.intrinsic(READS[t.kind], t.kind, mv.atom, slot)
+            if t.optional:
+                return OptionalScalar(self.intrinsic("attr_is_none", Kind.BOOL, mv.atom, slot), value, path)
+            return value
+        if isinstance(t, ModType):
+            sub = self.layout(t)
+            i = lay.slot(Slot(where.name, where.how, "M", subs=(sub.index,), pos=where.pos))
+            atom = self.intrinsic("attr_module", Kind.MODULE, mv.atom, ir.Const(i, Kind.INT))
+            return ModuleValue(atom, t, path)
+        if isinstance(t, Union):
+            subs = tuple(-1 if o is None else self.layout(o).index for o in t.options)
+            i = lay.slot(Slot(where.name, where.how, "U", subs=subs, pos=where.pos))
+            slot = ir.Const(i, Kind.INT)
+            tag = self.intrinsic("attr_variant", Kind.INT, mv.atom, slot)
+            module = self.intrinsic("attr_module", Kind.MODULE, mv.atom, slot)
+            return UnionValue(tag, module, t.options, path)
+        raise self.error(node, f"`{path}` cannot be read in a region")
+
+    def pending_object(self, node: ast.AST, p: PendingObject) -> ModuleValue:
+        """`self.config` as the plain object whose attributes the region reads."""
+        sub = self.layout(p.origin.as_type())
+        i = self.layout(p.module.mtype).slot(Slot(p.name, ATTRIBUTE, "M", subs=(sub.index,)))
+        atom = self.intrinsic("attr_module", Kind.MODULE, p.module.atom, ir.Const(i, Kind.INT))
+        return ModuleValue(atom, sub.mtype, p.path)
+
+    def pending_error(self, node: ast.AST, p: PendingObject) -> Exception:
+        return self.error(
+            node,
+            f"the kind of `{p.path}` is not known before the cell runs: it is the parameter "
+            f"'{p.origin.arg.arg}' of __init__, which has no annotation",
+            f"Annotate the parameter (`{p.origin.arg.arg}: int`) or the attribute in the class body (`{p.name}: int`).",
+        )
+
+    # -- calls ----------------------------------------------------------------------------------------------
+    def call_module(
+        self, node: ast.Call, mv: ModuleValue, args: list, kwargs: dict, method: str = "forward", hooks: bool = True
+    ) -> Any:
+        model = self.module_model(node, mv)
+        if model is None:
+            raise self.error(node, f"{mv.path} is not a module a region can call")
+        if not model.module and method == "forward":
+            raise self.error(node, f"{mv.path} is a {mv.mtype.cls.name}, not an nn.Module: it cannot be called")
+        target = model.methods.get(method)
+        if target is None:
+            what = f"torch.nn.{mv.mtype.cls.name}" if mv.mtype.cls.obj is not None else mv.mtype.cls.name
+            hint = (
+                f"Decorate {mv.mtype.cls.name}.{method} with @ppy.opt in the same cell."
+                if not (mv.mtype.cls.obj is not None and mv.mtype.cls.obj.__module__.startswith("torch"))
+                else "ppy_magic's torch.nn restatements cover Linear, convolutions, norms, dropout, "
+                "embeddings, activations and the containers; call the functional form instead."
+            )
+            raise self.error(node, f"{mv.path}.{method}() is not compiled: {what}.{method} is not a region", hint)
+        if hooks:
+            self.layout(mv.mtype).inline = True  # nn.Module.__call__ would run its hooks
+        # The method Python would find is the one compiled here: checked at each call.
+        origin = "torch" if target.adapter else ("" if target.filename == self.ctx.filename else target.filename)
+        line = 0 if target.adapter else function_key(target.node)[1]
+        self.layout(mv.mtype).slot(Slot(method, METHOD, "-", pos=line, origin=origin))
+        return self.call_helper(
+            node,
+            target.node,
+            target.g,
+            target.filename,
+            target.lines,
+            [mv, *args],
+            kwargs,
+            adapter=target.adapter,
+            display=f"{mv.mtype.cls.name}.{method}",
+        )
+
+    def call_union(self, node: ast.Call, uv: UnionValue, args: list, kwargs: dict) -> Any:
+        results, bodies, tags = [], [], []
+        for i, option in enumerate(uv.options):
+            if option is None:
+                continue
+            with self.block() as path:
+                results.append(self.call_module(node, ModuleValue(uv.module, option, uv.path), args, kwargs))
+            bodies.append(path.body)
+            tags.append(i)
+        joined = self.join(node, "result", results, bodies)
+        if isinstance(joined, Unbound):
+            raise self.error(node, f"the modules {uv.path} may be return different kinds of value")
+        tests = [self.intrinsic("eq", Kind.BOOL, uv.tag, ir.Const(t, Kind.INT)) for t in tags]
+        if None in uv.options:  # calling None raises, as in Python
+            orelse: tuple = (ir.Raise("TypeError", "'NoneType' object is not callable", self.line()),)
+        else:
+            orelse = tuple(bodies.pop())
+            tests.pop()
+        for test, body in reversed(list(zip(tests, bodies, strict=True))):
+            orelse = (ir.If(test, tuple(body), orelse, self.line()),)
+        for stmt in orelse:
+            self.emit(stmt)
+        return joined
+
+    # -- containers -----------------------------------------------------------------------------------------
+    def module_items(self, node: ast.AST, mv: ModuleValue) -> tuple[str, Any]:
+        """What iterating `mv` gives: ("static", [values]) for known children, ("list", (modules, elem))."""
+        m = mv.mtype
+        lay = self.layout(m)
+        if m.elem is not None:
+            i = lay.slot(Slot("*", ALL, "m", subs=(self.layout(m.elem).index,)))
+            return "list", (self.intrinsic("attr_modules", Kind.MODULES, mv.atom, ir.Const(i, Kind.INT)), m.elem)
+        if m.children is not None and m.cls is not None and m.cls.obj is not None:
+            if m.cls.obj.__name__ == "ModuleDict":
+                raise self.error(node, f"iterating {mv.path} (a ModuleDict) is not supported in a region")
+            lay.slot(Slot("#", LENGTH, "-", pos=len(m.children)))
+            values = [
+                self.read(node, mv, Slot(str(k), POSITION, "", pos=k), t, f"{mv.path}[{k}]")
+                for k, (_key, t) in enumerate(m.children)
+            ]
+            return "static", values
+        raise self.error(node, f"{mv.path} is a {m.describe()}, which cannot be iterated in a region")
+
+    def module_len(self, node: ast.AST, mv: ModuleValue) -> ir.Atom:
+        kind, found = self.module_items(node, mv)
+        if kind == "static":
+            return ir.Const(len(found), Kind.INT)
+        return self.intrinsic("modules_len", Kind.INT, found[0])
+
+    def module_index(self, node: ast.Subscript, mv: ModuleValue, index: Any) -> Any:
+        m = mv.mtype
+        name = m.cls.obj.__name__ if m.cls is not None and m.cls.obj is not None else None
+        if name not in ("ModuleList", "Sequential", "ModuleDict"):
+            raise self.error(node, f"indexing {mv.path} (a {m.describe()}) is not supported in a region")
+        if name == "ModuleDict":
+            if not (isinstance(index, ir.Const) and index.kind == Kind.STR):
+                raise self.error(node, "a ModuleDict is indexed by a str known at compile time in a region")
+            child = dict(m.children or ()).get(index.value)
+            if child is None:
+                raise self.error(node, f"{mv.path} has no module '{index.value}' in __init__")
+            return self.read(node, mv, Slot(index.value, KEY, ""), child, f"{mv.path}[{index.value!r}]")
+        if getattr(index, "kind", None) not in (Kind.INT, Kind.BOOL):
+            raise self.error(node, f"{mv.path} ({name}) is indexed by an int in a region")
+        if m.elem is not None or not isinstance(index, ir.Const):
+            kind, found = self.module_items(node, mv)
+            if kind == "list":
+                modules, elem = found
+                got = self.intrinsic("modules_item", Kind.MODULE, modules, self.as_int(index))
+                return ModuleValue(got, elem, f"{mv.path}[...]")
+            raise self.error(node, f"indexing {mv.path} needs an index known at compile time")
+        k, n = int(index.value), len(m.children or ())
+        if not -n <= k < n:
+            raise self.error(node, f"index {k} is out of range for {mv.path}, which has {n} modules in __init__")
+        if k < 0:  # Python counts from the end of the list as it is then
+            self.layout(m).slot(Slot("#", LENGTH, "-", pos=n))
+            k += n
+        key, t = (m.children or ())[k]
+        if name == "ModuleList":  # ModuleList looks its key up; Sequential counts its values
+            return self.read(node, mv, Slot(str(k), KEY, ""), t, f"{mv.path}[{k}]")
+        return self.read(node, mv, Slot(str(k), POSITION, "", pos=k), t, f"{mv.path}[{k}]")
+
+    def for_modules(self, node: ast.For, mv: ModuleValue) -> None:
+        """`for m in <modules>:` — unrolled over known children, or a loop over a list read at the call."""
+        if node.orelse:
+            raise self.error(node, "`for ... else` is not supported in a region")
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "a region loops over modules into one name")
+        kind, found = self.module_items(node, mv)
+        name = node.target.id
+        if kind == "static":
+            for value in found:  # as Python runs it: the body once per module, in order
+                self.locals[name] = value
+                self.compile_body(node.body)
+                if self.terminated:
+                    raise self.error(node, "`return` inside a loop is not supported in a region")
+            return
+        modules, elem = found
+        n = self.intrinsic("modules_len", Kind.INT, modules)
+
+        def bind(index: ir.Atom) -> None:
+            # The loop variable is a module the body reads from the list at the loop's index.
+            item = self.new_var(name, Kind.MODULE)
+            self.emit(ir.Assign((item,), ir.Intrinsic("modules_at", (modules, index)), self.line()))
+            self.locals[name] = ModuleValue(item, elem, f"{mv.path}[...]")
+
+        iteration = RangeIteration(ir.Const(0, Kind.INT), n, ir.Const(1, Kind.INT))
+        assigned = stored_names(node.body) - {name}
+        self.run_loop(node, iteration, bind, None, node.body, assigned, [])
+        self.locals[name] = Unbound(name, "the loop variable is undefined after a loop that may run zero times")
+
+    # -- narrowing on attributes -------------------------------------------------------------------------
+    def narrowed(self, value: Any, not_none: bool) -> Any:
+        """What a value is in the branch where it was tested `is None` (`not_none` False) or not."""
+        if isinstance(value, OptionalScalar):
+            return value.value if not_none else ir.Const(None, Kind.NONE)
+        if isinstance(value, UnionValue):
+            if not not_none:
+                return ir.Const(None, Kind.NONE)
+            options = [(i, o) for i, o in enumerate(value.options) if o is not None]
+            if len(options) == 1:
+                return ModuleValue(value.module, options[0][1], value.path)
+            return value
+        return None
+
+
+def dotted(node: ast.AST) -> str | None:
+    """``self.a.b`` as a name narrowing can bind (attributes of a name only)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or not parts:
+        return None
+    return ".".join([node.id, *reversed(parts)])

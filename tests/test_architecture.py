@@ -1,0 +1,257 @@
+"""The package's shape: arrows point one way, nothing imports the package's ``__init__``, and the public names.
+
+The import graph is read from the sources with ``ast`` (no import runs): every ``import`` and
+``from ... import`` anywhere in a module (at module level, in functions, under ``if``), relative
+or absolute. ``from X import n`` is an arrow to ``X.n`` when that is a module of the package, else
+to ``X``. Importing a module implicitly runs its parent packages' ``__init__``; those arrows are not
+counted (importing a subpackage or a module is fine), but importing a *name* from the top-level
+``__init__`` is: the front door is for users, not for the package itself. No C++ build.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import ppy_magic
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "ppy_magic"
+
+# ---- reading the graph ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Arrow:
+    source: str  # the importing module
+    target: str  # the imported module (or package, for its __init__)
+    line: int
+    name: str | None = None  # the name taken from the target, when it is not a module itself
+
+
+def modules(root: Path, package: str) -> dict[str, Path]:
+    """Every module of `package` under `root`, by dotted name (a package by its own name, for its __init__)."""
+    found = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def arrows(root: Path, package: str) -> list[Arrow]:
+    """Every import, anywhere in every module of `package`, of another module of it."""
+    known = modules(root, package)
+    out = []
+    for name, path in known.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                out += [Arrow(name, a.name, node.lineno) for a in node.names if a.name in known]
+            elif isinstance(node, ast.ImportFrom):
+                base = _absolute(name, is_package, node.module, node.level)
+                if base is None or (base not in known and not base.startswith(package + ".")):
+                    continue
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    if sub in known:
+                        out.append(Arrow(name, sub, node.lineno))
+                    elif base in known:
+                        out.append(Arrow(name, base, node.lineno, None if alias.name == "*" else alias.name))
+    return out
+
+
+def _absolute(module: str, is_package: bool, target: str | None, level: int) -> str | None:
+    """The absolute name `from <level dots><target> import ...` refers to inside `module`."""
+    if level == 0:
+        return target
+    parts = module.split(".") if is_package else module.split(".")[:-1]
+    if level - 1 >= len(parts):
+        return None  # beyond the top-level package
+    parts = parts[: len(parts) - (level - 1)]
+    return ".".join(parts + ([target] if target else []))
+
+
+def cycles(edges: list[Arrow]) -> list[list[str]]:
+    """One circle per strongly connected component of more than one module (or a module importing itself)."""
+    graph: dict[str, set[str]] = {}
+    for a in edges:
+        graph.setdefault(a.source, set()).add(a.target)
+        graph.setdefault(a.target, set())
+    found = []
+    for component in _components(graph):
+        start = min(component)
+        if len(component) > 1 or start in graph[start]:
+            found.append(_circle_through(start, component, graph))
+    return sorted(found)
+
+
+def _components(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's strongly connected components, iteratively."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    result = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                result.append(component)
+    return result
+
+
+def _circle_through(start: str, component: set[str], graph: dict[str, set[str]]) -> list[str]:
+    """The shortest path from `start` back to itself inside `component`: a circle to name."""
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for node in frontier:
+            for child in sorted(graph[node]):
+                if child == start:
+                    return paths[node] + [start]
+                if child in component and child not in paths:
+                    paths[child] = paths[node] + [child]
+                    nxt.append(child)
+        frontier = nxt
+    raise AssertionError(f"{start} is in a component but on no circle")  # unreachable for a real component
+
+
+def imports_of_the_init(edges: list[Arrow], package: str) -> list[Arrow]:
+    """Imports of the top-level package itself, or of a name its __init__ defines."""
+    return [a for a in edges if a.target == package and a.source != package]
+
+
+def _named(circle: list[str]) -> str:
+    return " -> ".join(circle)
+
+
+# ---- the package ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graph() -> list[Arrow]:
+    return arrows(ROOT, PACKAGE)
+
+
+def test_the_graph_is_read(graph):
+    # A reader that found nothing would pass everything below.
+    assert len(modules(ROOT, PACKAGE)) > 20 and len(graph) > 50
+    line = _line_of(ROOT / PACKAGE / "__init__.py", "from .errors import")
+    assert ("ppy_magic", "ppy_magic.errors", line) in {(a.source, a.target, a.line) for a in graph}
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if line.startswith(text))
+
+
+def test_no_import_cycles(graph):
+    found = cycles(graph)
+    assert not found, "import circles in the package:\n" + "\n".join(_named(c) for c in found)
+
+
+def test_nothing_imports_the_package_init(graph):
+    bad = imports_of_the_init(graph, PACKAGE)
+    assert not bad, "modules that import the package's __init__ (import the module that defines the name):\n" + (
+        "\n".join(f"{a.source} line {a.line}: {a.name or PACKAGE}" for a in bad)
+    )
+
+
+# ---- the reader itself, on a small package written here ------------------------------------------------------------
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_the_reader_resolves_every_kind_of_import(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from .a import thing\n",
+            "pkg/a.py": "from . import b\nfrom .sub import c\nimport os\n",
+            "pkg/b.py": "def f():\n    from .sub.c import x\n    import pkg.sub.d\n",
+            "pkg/sub/__init__.py": "from .d import y\n",
+            "pkg/sub/c.py": "from .. import a\nfrom ..sub import y\nfrom pkg import thing\nimport torch\n",
+            "pkg/sub/d.py": "if True:\n    from . import c as renamed\n",
+        },
+    )
+    got = {(a.source, a.target, a.name) for a in arrows(tmp_path, "pkg")}
+    assert got == {
+        ("pkg", "pkg.a", "thing"),
+        ("pkg.a", "pkg.b", None),  # `from . import b`: the module, not the __init__
+        ("pkg.a", "pkg.sub.c", None),
+        ("pkg.b", "pkg.sub.c", "x"),  # in a function
+        ("pkg.b", "pkg.sub.d", None),  # absolute
+        ("pkg.sub", "pkg.sub.d", "y"),
+        ("pkg.sub.c", "pkg.a", None),  # `from .. import a`
+        ("pkg.sub.c", "pkg.sub", "y"),  # a name from a subpackage's __init__: an arrow to that __init__
+        ("pkg.sub.c", "pkg", "thing"),  # a name from the top-level __init__
+        ("pkg.sub.d", "pkg.sub.c", None),  # under an `if`
+    }
+
+
+def test_the_reader_names_circles_and_imports_of_the_init(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "VERSION = 1\n",
+            "pkg/a.py": "from . import b\n",
+            "pkg/b.py": "def later():\n    from .c import x\n",
+            "pkg/c.py": "from .a import y\nfrom . import VERSION\n",
+            "pkg/d.py": "from . import d\nimport pkg\n",
+            "pkg/e.py": "from . import a\n",
+        },
+    )
+    edges = arrows(tmp_path, "pkg")
+    assert cycles(edges) == [["pkg.a", "pkg.b", "pkg.c", "pkg.a"], ["pkg.d", "pkg.d"]]
+    assert {(a.source, a.name) for a in imports_of_the_init(edges, "pkg")} == {("pkg.c", "VERSION"), ("pkg.d", None)}
+
+
+# ---- the public names -------------------------------------------------------------------------------------------
+
+
+def test_the_readme_documents_exactly_the_public_names():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## The Python API", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"`ppy_magic\.(\w+)", section))
+    assert documented == set(ppy_magic.__all__)
+    # Wherever else the README names `ppy_magic.<name>`, that name is public (or a subpackage).
+    known = modules(ROOT, PACKAGE)
+    elsewhere = set(re.findall(r"`ppy_magic\.(\w+)", readme)) - set(ppy_magic.__all__)
+    assert not {n for n in elsewhere if f"{PACKAGE}.{n}" not in known}
