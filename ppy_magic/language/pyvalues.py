@@ -97,7 +97,7 @@ class PyValueCompiler:
             raise self.error(node, f"torch.{which.__name__}() of {ops.describe(dtype)} is not supported in a region")
         floating = which is torch.finfo
         known = _dtypes(floating)
-        is_known = self.contains(node, dtype, ir.Tup(tuple(ir.Const(d, Kind.DTYPE) for d in known)))
+        is_known = self.membership(node, True, dtype, ir.Tup(tuple(ir.Const(d, Kind.DTYPE) for d in known)))
         other = "iinfo" if floating else "finfo"
         kind = "a floating point" if floating else "an integer"
         self.emit(
