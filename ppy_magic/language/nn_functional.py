@@ -614,7 +614,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     if input.dim() < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.dim()}")
-    _verify_batch_size([input.size(0) * input.size(1) // num_groups, num_groups] + input.size()[2:], True)
+    _verify_batch_size([input.size(0) * input.size(1) // num_groups, num_groups] + list(input.size()[2:]), True)
     return torch.group_norm(input, num_groups, weight, bias, eps, CUDNN_ENABLED)
 
 
