@@ -3,8 +3,9 @@
 dtypes, devices and device strings, `X | None` in every spelling for int/float/bool/dtype/Tensor
 (None included), tuple[int, ...] and list[int] sizes, unannotated parameters taking their default's
 kind, a float parameter given an int (Python keeps the int; so does the region), str choices,
-torch.finfo/iinfo, dtype and device comparisons, named-tuple fields, math.inf and float("-inf").
-One cell: this file costs one build.
+torch.finfo/iinfo, dtype and device comparisons, named-tuple fields, math.inf and float("-inf");
+and these kinds in loops and branches (an X-or-None parameter tested inside a loop, or None first and an
+int later, a dtype parameter in a branch and a `while` test). One cell: this file costs one build.
 """
 
 from __future__ import annotations
@@ -145,6 +146,37 @@ def first_call_kinds(x, s):
 
 
 @ppy.opt(3)
+def kinds_in_loops(x, k: Optional[int] = None, dtype: torch.dtype = torch.float32, scale: float = 1,
+                   w: Optional[torch.Tensor] = None):
+    acc = torch.zeros((), dtype=dtype)
+    best = None  # None, then an int: an int or None carried through the loop
+    for i, row in enumerate(x):
+        if k is None or i < k:
+            acc = acc + row.sum().to(dtype) * scale
+        if w is not None and row.sum() > 0:
+            acc = acc + (row * w).sum().to(dtype)
+        if best is None or row.max() > x[best].max():
+            best = i
+    while dtype.is_floating_point and acc.abs() > 10:
+        acc = acc / 2
+    return acc, (best if best is not None else -1), acc.dtype == dtype
+
+
+@ppy.opt(3)
+def kinds_in_branches(x, dtype: Optional[torch.dtype] = None, eps: Optional[float] = None, n: int = 3):
+    out = []
+    for i in range(n):
+        if dtype is not None and dtype != x.dtype:
+            y = x.to(dtype) * i
+        else:
+            y = x * i
+        out.append(y.sum() if eps is None else y.sum() + eps)
+        if eps is not None and eps > 1:
+            eps = eps / 2
+    return torch.stack(out), (0.0 if eps is None else eps)
+
+
+@ppy.opt(3)
 def infinities(x):
     return x.masked_fill(x > 1, math.inf), x.clamp(min=float("-inf"), max=-math.inf * -1), x * float("nan")
 """
@@ -198,6 +230,19 @@ CALLS = {
     "dtype_checks": [((t(3),), {}), ((t(3, dtype=torch.float16),), {}), ((ints(3),), {})],
     "named_fields": [((t(2, 3, 4),), {})],
     "infinities": [((t(5),), {})],
+    "kinds_in_loops": [
+        ((t(4, 3),), {}),
+        ((t(4, 3) * 9, 2, torch.float64, 3, t(3)), {}),
+        ((t(4, 3),), {"k": None, "scale": 0.5}),
+        ((ints(4, 3), None, torch.int64, 2), {}),
+        ((t(0, 3),), {}),
+    ],
+    "kinds_in_branches": [
+        ((t(3),), {}),
+        ((t(3), torch.float64, 4.0, 2), {}),
+        ((t(3), torch.float32, None, 1), {}),
+        ((t(3),), {"eps": 1e-3, "n": 0}),
+    ],
     "closures": [((t(4), 0.5), {}), ((t(4), 2), {})],
     "star_ignored": [((t(3),), {}), ((t(3), 1, "two"), {"three": 3.0})],
     "star_passed_on": [((t(2, 3),), {})],

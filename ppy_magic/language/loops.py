@@ -537,8 +537,8 @@ class LoopCompiler:
         if not isinstance(var, ir.Var):
             if value is var or value == var:
                 return
-            if isinstance(var, ir.Const) and var.kind == Kind.NONE and kind in (Kind.TENSOR, Kind.OPT_TENSOR):
-                raise _Widen(frame.token, name, Kind.OPT_TENSOR)
+            if isinstance(var, ir.Const) and var.kind == Kind.NONE and (kind in ir.OPTIONAL_OF or kind in ir.HELD_BY):
+                raise _Widen(frame.token, name, ir.OPTIONAL_OF.get(kind, kind))  # None, then an X: an X or None
             raise self.error(node, f"'{name}' changes a compile-time value inside the loop")
         widened = _widened(var.kind, value)
         if widened is not None:
@@ -561,8 +561,8 @@ def fits(kind: Kind, value: Any) -> bool:
     got = getattr(value, "kind", None)
     if got == kind:
         return True
-    if kind == Kind.OPT_TENSOR:
-        return got == Kind.TENSOR or (got == Kind.NONE and isinstance(value, ir.Const))
+    if kind in ir.HELD_BY:  # an X or None holds an X, or None
+        return got == ir.HELD_BY[kind] or (got == Kind.NONE and isinstance(value, ir.Const))
     return kind == Kind.NUMBER and got in NUMBERS
 
 
@@ -571,8 +571,8 @@ def _widened(kind: Kind, value: Any) -> Kind | None:
     got = getattr(value, "kind", None)
     if fits(kind, value):
         return None
-    if kind == Kind.TENSOR and got in (Kind.OPT_TENSOR, Kind.NONE):
-        return Kind.OPT_TENSOR
+    if kind in ir.OPTIONAL_OF and got in (ir.OPTIONAL_OF[kind], Kind.NONE):
+        return ir.OPTIONAL_OF[kind]  # an X, then None: an X or None
     if kind in NUMBERS and got in NUMBERS:
         return Kind.NUMBER
     return None
