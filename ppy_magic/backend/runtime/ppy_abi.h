@@ -13,7 +13,7 @@ namespace ppy {
 constexpr int kAbiVersion = 5;
 
 // One call argument, filled by the runtime from the Python argument according
-// to the parameter's kind letter (see region.py: ARG_KINDS). A module ('M') is an
+// to the parameter's kind letter (language/ir.py: Kind). A module ('M') is an
 // array of them, one per attribute the region reads (its plan's slots): `m` points
 // at a submodule's array; a list of modules has `i` items at `m`, each with its `m`;
 // a module that is one of several options has the option's index in `i`.
