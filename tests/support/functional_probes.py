@@ -903,7 +903,14 @@ PROBES: dict[str, tuple[str, list]] = {
     "p_smooth_l1_loss": ("F.smooth_l1_loss", [lambda: ((t(4, 5), t(4, 5)), {})]),
     "p_huber_loss": ("F.huber_loss", [lambda: ((t(4, 5), t(4, 5), t(4, 5, positive=True)), {})]),
     "p_poisson_nll_loss": ("F.poisson_nll_loss", [lambda: ((t(4, 5), uniform(4, 5, grad=False) * 3), {})]),
-    "p_gaussian_nll_loss": ("F.gaussian_nll_loss", [lambda: ((t(4, 5), t(4, 5), t(4, 5, positive=True)), {})]),
+    "p_gaussian_nll_loss": (
+        "F.gaussian_nll_loss",
+        [
+            lambda: ((t(4, 5), t(4, 5), t(4, 5, positive=True)), {}),
+            lambda: ((t(4, 5), t(4, 5), t(4, 1, positive=True)), {}),  # var of one column: unsqueezed
+            lambda: ((t(4, 5), t(4, 5), t(4, 5)), {}),  # a negative entry: torch.any(var < 0) raises
+        ],
+    ),
     "p_margin_ranking_loss": ("F.margin_ranking_loss", [lambda: ((t(6), t(6), torch.tensor([1.0, -1.0] * 3)), {})]),
     "p_hinge_embedding_loss": ("F.hinge_embedding_loss", [lambda: ((t(6), torch.tensor([1.0, -1.0] * 3)), {})]),
     "p_multilabel_margin_loss": (
