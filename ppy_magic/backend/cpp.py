@@ -292,7 +292,6 @@ INTRINSICS: dict[str, Template] = {
     "exact_le": "(ppy::exact({0}) <= ppy::exact({1}))",
     "exact_gt": "(ppy::exact({0}) > ppy::exact({1}))",
     "exact_ge": "(ppy::exact({0}) >= ppy::exact({1}))",
-    "or": "({0} || {1})",
     "seq_contains": "(std::find({0}.begin(), {0}.end(), {1}) != {0}.end())",
     "same_tensor": "ppy::same_tensor({0}, {1})",
     "device_type": "c10::DeviceTypeName({0}.type(), /*lower_case=*/true)",

@@ -238,7 +238,6 @@ INTRINSICS: dict[str, str] = {
     "exact_le": "a <= b, as exact_eq",
     "exact_gt": "a > b, as exact_eq",
     "exact_ge": "a >= b, as exact_eq",
-    "or": "a or b, of two bools both already evaluated",
     "seq_contains": "x in s, for a sequence of ints",
     "same_tensor": "a is b of two tensors (or Tensor-or-None values)",
     "device_type": "device.type: 'cpu', 'cuda', ...",
