@@ -23,10 +23,10 @@ from tests.support.opinfo import plan_opinfo, run_opinfo
 from tests.support.outcomes import CRASH, MATCH, MISMATCH, NO_RUN, NONDETERMINISTIC, reproduction
 from tests.support.source import Inexpressible, Params
 
-# Entries that count: 624 measured when this floor was set (the seed core: 18); raise it as coverage
+# Entries that count: 625 measured when this floor was set (the seed core: 18); raise it as coverage
 # grows (the issue's target is 150).
 COUNT_FLOOR = 620
-# Of the entries named nn.functional.*: 113 of 118 measured (the issue asks for 95%).
+# Of the entries named nn.functional.*: 114 of 118 measured (the issue asks for 95%).
 NN_FUNCTIONAL_SHARE = 0.95
 SAMPLES_PER_ENTRY = int(os.environ.get("PPY_OPINFO_SAMPLES", "8"))
 
