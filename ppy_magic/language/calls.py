@@ -228,14 +228,32 @@ class CallCompiler:
                 torch.dtype: (Kind.DTYPE,),
                 torch.device: (Kind.DEVICE,),
                 str: (Kind.STR,),
-                tuple: (),
+                tuple: (Kind.INTS, Kind.TENSORS),  # run-time tuples (a torch.Size is one)
                 list: ir.LIST_KINDS,
             }
             if want in kinds:
                 v = args[0]
                 if isinstance(v, ir.Tup):
                     return ir.Const(want is (list if v.is_list else tuple), Kind.BOOL)
-                return ir.Const(getattr(v, "kind", None) in kinds[want], Kind.BOOL)
+                kind = getattr(v, "kind", None)
+                # what it could be when the region runs: an X or None; a number of any type; a list parameter,
+                # a list or a tuple as the caller passed it (None and the others are never the types above)
+                if kind in ir.HELD_BY:
+                    answers = {ir.HELD_BY[kind] in kinds[want], False}
+                elif kind == Kind.NUMBER:
+                    answers = {k in kinds[want] for k in (Kind.INT, Kind.FLOAT, Kind.BOOL)}
+                elif isinstance(v, ir.Var) and v.name in self.param_vars:
+                    answers = {want in (list, tuple), False}
+                else:
+                    answers = {kind in kinds[want]}
+                if len(answers) > 1:
+                    raise self.error(
+                        node,
+                        f"isinstance() of {ops.describe(v)} is decided by the value the region is given, "
+                        "not when it compiles",
+                        "Test `x is None`, or convert it first: list(xs), tuple(xs), float(n).",
+                    )
+                return ir.Const(answers.pop(), Kind.BOOL)
         if fn is str and len(args) == 1:
             pieces = self.formatted(node, args[0])
             if all(isinstance(p, ir.Const) for p in pieces):
@@ -387,11 +405,15 @@ class CallCompiler:
             if name not in bound:
                 names.append(name)
                 bound[name] = value
-        key = (id(fdef), tuple((n, structure_of(bound[n])) for n in names))
-        if key not in self.ctx.specialised:
-            self.ctx.specialised[key] = self.specialise(node, fdef, g, filename, lines, names, bound, adapter, who)
-        symbol, structure, kinds = self.ctx.specialised[key]
         runtime_args = tuple(a for n in names for a in atoms_of(bound[n]) if isinstance(a, ir.Var))
+        # which arguments hold a list parameter (a list or a tuple, as the caller passed it): the callee knows too
+        lists = tuple(i for i, a in enumerate(runtime_args) if a.name in self.param_vars)
+        key = (id(fdef), tuple((n, structure_of(bound[n])) for n in names), lists)
+        if key not in self.ctx.specialised:
+            self.ctx.specialised[key] = self.specialise(
+                node, fdef, g, filename, lines, names, bound, adapter, who, lists
+            )
+        symbol, structure, kinds = self.ctx.specialised[key]
         targets = tuple(self.new_var("r", k) for k in kinds)
         self.emit(ir.Assign(targets, ir.CallFunction(symbol, runtime_args), self.line()))
         it = iter(targets)
@@ -446,6 +468,7 @@ class CallCompiler:
         bound: dict,
         adapter: bool,
         who: str,
+        lists: tuple[int, ...] = (),
     ) -> tuple[str, Any, tuple[Kind, ...]]:
         for runtime_returns in (False, True):
             sub = type(self)(
@@ -455,6 +478,7 @@ class CallCompiler:
             params: list[ir.Var] = []
             for n in names:
                 sub.locals[n] = sub.rename_params(bound[n], n, params)
+            sub.param_vars.update(params[i].name for i in lists)
             self.ctx.stack.append(fdef)
             try:
                 sub.compile_body(fdef.body)
