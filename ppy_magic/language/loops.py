@@ -204,7 +204,7 @@ class LoopCompiler:
                 raise self.error(node, f"enumerate() needs an int start in a region, got {ops.describe(start)}")
             part = self.to_iteration(node, arg, runtime)
             return self.enumerate_iteration(node, part, self.as_int(start))
-        if node.keywords:
+        if node.keywords and not (fn is zip and _zip_default(node.keywords)):
             raise self.error(node, f"{fn.__name__}() with keywords is not supported in a region")
         args = [self.iterable_value(a, runtime) for a in node.args]
         if fn is zip:
@@ -576,6 +576,16 @@ def _widened(kind: Kind, value: Any) -> Kind | None:
     if kind in NUMBERS and got in NUMBERS:
         return Kind.NUMBER
     return None
+
+
+def _zip_default(keywords: list[ast.keyword]) -> bool:
+    """`zip(..., strict=False)`: zip as it is by default (strict=True checks lengths when the shortest ends)."""
+    return (
+        len(keywords) == 1
+        and keywords[0].arg == "strict"
+        and isinstance(keywords[0].value, ast.Constant)
+        and keywords[0].value.value is False
+    )
 
 
 def _read_outside(fn: ast.AST, loop: ast.AST) -> set[str]:
