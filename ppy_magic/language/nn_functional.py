@@ -73,33 +73,19 @@ def _is_number(x):
 
 
 @helper
-def _or_default(v, d):
-    if v is None:
-        return d
-    return v
-
-
-@helper
 def _list_with_default(out_size, defaults):
     # torch.nn.modules.utils._list_with_default
     if isinstance(out_size, int):
         return out_size
     if len(defaults) <= len(out_size):
         raise ValueError(f"Input dimension should be at least {len(out_size) + 1}")
-    if not isinstance(out_size, tuple):
-        return out_size  # a sequence known at run time holds no None
-    n = len(out_size)
-    if n == 1:
-        return (_or_default(out_size[0], defaults[-1]),)
-    if n == 2:
-        return (_or_default(out_size[0], defaults[-2]), _or_default(out_size[1], defaults[-1]))
-    if n == 3:
-        return (
-            _or_default(out_size[0], defaults[-3]),
-            _or_default(out_size[1], defaults[-2]),
-            _or_default(out_size[2], defaults[-1]),
-        )
-    return out_size
+    # [v if v is not None else d for v, d in zip(out_size, defaults[-len(out_size):])], as a sequence of ints:
+    # a tuple written in the call (None in it) is unrolled, a sequence known at run time is looped over
+    first = len(defaults) - len(out_size)
+    out = defaults[:0]
+    for i, v in enumerate(out_size):
+        out = out + ((v if v is not None else defaults[first + i]),)
+    return out
 
 
 @helper

@@ -303,7 +303,9 @@ def p_adaptive_avg_pool1d(x):
 
 @ppy.opt(3)
 def p_adaptive_avg_pool2d(x):
-    return F.adaptive_avg_pool2d(x, 1), F.adaptive_avg_pool2d(x, (3, None)), F.adaptive_avg_pool2d(x, (2, 3))
+    sizes = [s // 2 for s in x.shape[-2:]]  # sizes known at run time
+    return (F.adaptive_avg_pool2d(x, 1), F.adaptive_avg_pool2d(x, (3, None)), F.adaptive_avg_pool2d(x, (2, 3)),
+            F.adaptive_avg_pool2d(x, sizes), F.adaptive_max_pool2d(x, x.shape[-2:]))
 
 @ppy.opt(3)
 def p_adaptive_avg_pool3d(x):
