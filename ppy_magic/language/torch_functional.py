@@ -49,22 +49,14 @@ def einsum(*args):
         return unsupported("torch.einsum in the sublist format; write the equation as a string")
     equation = args[0]
     operands = args[1:]
-    if len(operands) == 1 and (isinstance(operands[0], tuple) or not isinstance(operands[0], torch.Tensor)):
-        # the old interface: the operands in one list
-        _operands = operands[0]
-        if isinstance(_operands, tuple):
-            return torch.einsum(equation, *_operands)
-        if OPT_EINSUM:
-            return unsupported(
-                "torch.einsum with a list of operands picks its contraction path from the shapes (opt_einsum); "
-                "pass the operands as separate arguments, two at a time"
-            )
-        return _VF.einsum(equation, _operands)
-    if len(operands) > 2 and OPT_EINSUM:
+    if len(operands) == 1 and not isinstance(operands[0], torch.Tensor):
+        # the old interface: the operands in one list or tuple (torch calls itself again with them spread)
+        operands = operands[0]
+    if OPT_EINSUM and len(operands) > 2:
         return unsupported(
-            "torch.einsum with more than two operands picks its contraction path from the shapes "
-            "at run time (opt_einsum); contract two operands at a time, "
-            "or set torch.backends.opt_einsum.enabled = False"
+            "torch.einsum with more than two operands (or a list of them of a length known only at run time) "
+            "picks its contraction path from the shapes at run time (opt_einsum); contract two operands at a "
+            "time, or set torch.backends.opt_einsum.enabled = False"
         )
     return _VF.einsum(equation, operands)
 
@@ -76,7 +68,7 @@ def broadcast_tensors(*tensors):
 
 @adapts(torch.meshgrid)
 def meshgrid(*tensors, indexing=None):
-    if len(tensors) == 1 and (isinstance(tensors[0], tuple) or not isinstance(tensors[0], torch.Tensor)):
+    if len(tensors) == 1 and not isinstance(tensors[0], torch.Tensor):  # one list or tuple of them
         tensors = tensors[0]
     if indexing is None:
         return _VF.meshgrid(tensors)
