@@ -11,6 +11,7 @@ from .annotate import annotate
 from .artifact import PpyArtifactWarning
 from .backend.cache import toolchain_ready
 from .errors import BuildError, CompileError, PpyError
+from .language.coverage import functional_coverage
 from .language.ops import supported_ops
 from .region import PpyFallbackWarning, explain
 from .version import __version__
@@ -24,6 +25,7 @@ __all__ = [
     "__version__",
     "annotate",
     "explain",
+    "functional_coverage",
     "load_ipython_extension",
     "supported_ops",
     "toolchain_ready",

@@ -97,6 +97,10 @@ def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level
     """The RegionFunction of `spec` in `module`, standing for `fn`. A region that reads modules
     (a method) gets its plan at its first call, when the classes it names exist."""
     devices = built_device_types()
+    # The defaults the call binds: the function's own objects, as Python passes them (a dtype, a tuple).
+    defaults = getattr(fn, "__defaults__", None) or ()
+    if len(defaults) != len(spec.defaults):
+        defaults = spec.defaults
     region = runtime.RegionFunction(
         fn,
         module,
@@ -105,9 +109,11 @@ def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level
         spec.ret,
         device_mask(devices),
         spec.param_names,
-        spec.defaults,
+        tuple(defaults),
         dict(spec.line_notes),
         tuple(spec.result_types),
+        # *args/**kwargs the region ignores: only where the function has them (the argument is optional)
+        **({"extras": spec.extras} if spec.extras else {}),
     )
     functools.update_wrapper(region, fn)
     region.__ppy_info__ = RegionInfo(spec, module.__name__, devices, level)

@@ -607,9 +607,10 @@ def test_real_region_matches_eager_bitwise_without_fallbacks(region_ns):
 
 
 def test_real_region_fallbacks_are_counted_and_named(region_ns):
-    r = region_ns.run_line_magic("ppy_bench", f"-o -q {QUICK} bench_scaled rx 2")  # an int where a float was compiled
+    # a bool where a number was compiled (an int or a float would run the region)
+    r = region_ns.run_line_magic("ppy_bench", f"-o -q {QUICK} bench_scaled rx True")
     assert r.metadata["region_fallbacks"] == 1 + 300 + 2 * 20
-    assert r.metadata["last_fallback_reason"] == "a float argument is not exactly a Python float"
+    assert r.metadata["last_fallback_reason"] == "a number argument is neither exactly a Python int nor a float"
     assert "ran its Python body on 341 of 341 calls" in report.to_text(r.result)
 
 
