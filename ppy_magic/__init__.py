@@ -7,9 +7,11 @@ dispatcher: one Python round trip per call, autograd unchanged.
 
 from __future__ import annotations
 
+from .annotate import annotate
 from .artifact import PpyArtifactWarning
 from .backend.cache import toolchain_ready
 from .errors import BuildError, CompileError, PpyError
+from .language.coverage import functional_coverage
 from .language.ops import supported_ops
 from .region import PpyFallbackWarning, explain
 from .version import __version__
@@ -21,7 +23,9 @@ __all__ = [
     "PpyError",
     "PpyFallbackWarning",
     "__version__",
+    "annotate",
     "explain",
+    "functional_coverage",
     "load_ipython_extension",
     "supported_ops",
     "toolchain_ready",

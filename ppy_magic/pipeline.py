@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import concurrent.futures
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,8 +19,8 @@ from typing import Any
 from . import backend, decorator, region
 from .binding import Binder, StaysPython, Target, effective_level
 from .errors import BuildError, CacheError, CompileError
-from .language import frontend
-from .language.namespace import Key, collect_globals, function_key
+from .language import frontend, ir, param_kinds
+from .language.namespace import Globals, Key, collect_globals, function_key
 
 
 @dataclass
@@ -70,6 +71,10 @@ class CellBinder(Binder):
     module: Any = None
     runtime: Any = None
     strict: bool = False
+    cache: backend.Cache | None = None
+    # How to compile a function again (node, globals, lines, level): for unannotated parameters, whose
+    # kinds the first call the region was not built for may give (respecialise).
+    sources: dict[Key, tuple[Any, Globals, list[str], int]] = field(default_factory=dict)
 
     def find(self, key: Key, fn: Callable, level: int) -> Target | StaysPython:
         spec = self.regions.get(key)
@@ -81,12 +86,46 @@ class CellBinder(Binder):
     def tell(self, fn: Callable, reason: str, hint: str | None) -> None:
         self.report.stays_python(_shown_name(fn), reason, hint)
 
+    def make(self, target: Target, fn: Callable) -> Any:
+        reg = super().make(target, fn)
+        key = function_key(fn)
+        if target.spec.untyped and key in self.sources and self.cache is not None:
+            self.runtime.set_first_call(reg, functools.partial(respecialise, self, reg, target.spec, key, fn))
+        return reg
+
 
 def _shown_name(fn: Callable) -> str:
     """`Cls.method` for a method of a top-level class, the function's name otherwise."""
     name = getattr(fn, "__name__", type(fn).__name__)
     qualname = getattr(fn, "__qualname__", name)
     return qualname if qualname.count(".") == 1 and "<" not in qualname else name
+
+
+def respecialise(binder: CellBinder, reg: Any, spec: backend.RegionSpec, key: Key, fn: Callable, bound: tuple) -> None:
+    """A region's first call, when the region was not built for it: if its unannotated parameters hold
+    other kinds than tensors (a float, a dtype, ...), compile the function for those kinds and retarget
+    the region to it, so that later calls like this one run compiled (this one runs the Python body)."""
+    overrides: dict[str, Any] = {}
+    for i in spec.untyped:
+        kind = param_kinds.argument_kind(bound[i])
+        if kind is None:
+            return
+        overrides[spec.param_names[i]] = kind
+    if all(k == ir.Kind.TENSOR for k in overrides.values()):
+        return  # the region's own kinds: the guard failed for another reason
+    assert binder.cache is not None
+    node, g, lines, level = binder.sources[key]
+    try:
+        function = frontend.compile_function(node, g, binder.filename, lines, level, overrides=overrides)
+        code = backend.generate([function])
+        cell = binder.cache.load(backend.module_name("ppy_cell", code.text), code.text)
+    except (CompileError, BuildError) as err:
+        reg.__dict__["__ppy_first_call__"] = f"not compiled for the first call's kinds: {err}"
+        return
+    new = region.make_region(binder.runtime, cell.module, code.regions[0], fn, level)
+    binder.runtime.retarget(reg, new)
+    reg.__ppy_info__ = new.__ppy_info__
+    reg.__dict__["__ppy_first_call__"] = f"compiled for the first call's kinds ({', '.join(overrides)})"
 
 
 def compile_source(
@@ -116,6 +155,7 @@ def compile_source(
     owners = frontend.method_owners(tree)
     report = CellReport()
     functions, failures = [], {}
+    sources: dict[Key, tuple[Any, Globals, list[str], int]] = {}
     for node, level in top:
         key = function_key(node)
         try:
@@ -125,6 +165,8 @@ def compile_source(
             if function is None:
                 continue  # level 0: never compiled, not a failure
             functions.append(function)
+            if function.untyped and function.owner is None:  # a method's parameters stay as annotated
+                sources[key] = (node, g, lines, level)
         except CompileError as err:
             if strict:
                 raise err.with_function(node.name) from None
@@ -143,7 +185,15 @@ def compile_source(
         report.stays_python(node.name, err.reason, err.hint)
 
     binder = CellBinder(
-        filename, {}, failures, report, strict=strict, default_level=default_level, level_override=level_override
+        filename,
+        {},
+        failures,
+        report,
+        strict=strict,
+        default_level=default_level,
+        level_override=level_override,
+        cache=cache,
+        sources=sources,
     )
     if not functions:
         return binder

@@ -99,6 +99,10 @@ def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level
     """The RegionFunction of `spec` in `module`, standing for `fn`. A region that reads modules
     (a method) gets its plan at its first call, when the classes it names exist."""
     devices = built_device_types()
+    # The defaults the call binds: the function's own objects, as Python passes them (a dtype, a tuple).
+    defaults = getattr(fn, "__defaults__", None) or ()
+    if len(defaults) != len(spec.defaults):
+        defaults = spec.defaults
     region = runtime.RegionFunction(
         fn,
         module,
@@ -107,11 +111,12 @@ def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level
         spec.ret,
         device_mask(devices),
         spec.param_names,
-        spec.defaults,
+        tuple(defaults),
         dict(spec.line_notes),
         tuple(spec.result_types),
         # Levels 2 and 3 read Out::unobserved: the runtime establishes it on each call.
         check_unobserved=max(level, spec.opt_level) >= 2,
+        extras=spec.extras,  # *args/**kwargs the region ignores (1 positional, 2 keywords)
     )
     functools.update_wrapper(region, fn)
     region.__ppy_info__ = RegionInfo(spec, module.__name__, devices, level)

@@ -231,7 +231,7 @@ def test_build_writes_program_loader_extensions_and_manifest(built):
     regions = {r["name"]: r for r in m["regions"]}
     assert sorted(regions) == sorted(REGIONS)
     assert regions["head"]["signature"] == "head(h: Tensor, w: Tensor, b: Tensor, scale: float) -> Tensor"
-    assert regions["head"]["kinds"] == "TTTf" and regions["head"]["device_types"][0] == "cpu"
+    assert regions["head"]["kinds"] == "TTTF" and regions["head"]["device_types"][0] == "cpu"
     lines = TRAIN.splitlines()
     for r in regions.values():
         assert lines[r["first_line"] - 1].startswith("@ppy.opt") and lines[r["first_line"]].startswith("def ")

@@ -359,23 +359,52 @@ def test_html_highlights_the_best_row_and_draws_bars(xwb):
     html = report.to_html(result)
     rows = html.split("<tr")
     region_row = next(r for r in rows if "PPy ATen region</td><td style='padding:2px" in r)
-    assert report._BEST in region_row and "0.0025" in region_row
+    assert "class='ppy-best'" in region_row and report._BEST in region_row and "0.0025" in region_row
     assert sum(report._BEST in r for r in rows) == 1
-    assert "width:320px" in html and "width:80px" in html  # bars: 14 µs the longest, 3.5 µs a quarter
+    # Bars of the best round: 14 µs the longest (320 px), 3.5 µs a quarter of it, from one edge.
+    best = html[html.index("class='ppy-bars ppy-bars-best'") : html.index("class='ppy-bars ppy-bars-median'")]
+    assert "data-label='torch.compile' data-value='14.00 µs' style='width:320px" in best
+    assert "data-label='PyTorch eager' data-value='3.50 µs' style='width:80px" in best
     assert "Method:" in html and "The region takes 2.50 µs per call" in html
 
 
-def test_display_bundle_has_widget_html_and_text(xwb):
-    from ppy_magic.bench import widget
-
+def test_html_takes_its_colours_from_the_theme(xwb):
     result, _ = run_fake(xwb)
-    bundle = report.BenchReport(result, view=widget.view)._repr_mimebundle_()
-    assert set(bundle) == {"application/vnd.jupyter.widget-view+json", "text/html", "text/plain"}
-    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"]
+    html = report.to_html(result)
+    assert "var(--jp-success-color1" in report._BEST and "color-mix(" in report._BEST
+    assert "var(--jp-content-font-color2)" in html  # the method note
+    # A fixed colour only as the fallback inside var(), or just before the same property from the theme
+    # (what a sanitizer that drops var() keeps).
+    for prop, value, rest in re.findall(r"(background|color):([^;']+)([^']*)", html):
+        if "var(" not in value and "color-mix(" not in value and value not in ("transparent", "inherit"):
+            assert rest.startswith(f";{prop}:var(") or rest.startswith(f";{prop}:color-mix("), (prop, value, rest)
+
+
+def test_html_toggles_best_and_median_with_radio_buttons_and_no_script(xwb):
+    result, _ = run_fake(xwb)
+    spread = dataclasses.replace(result[bench.COMPILE], per_call_s=(14e-6, 16e-6, 20e-6))
+    result = dataclasses.replace(result, variants=result.variants[:2] + (spread,))
+    html = report.to_html(result, uid="ppy-bench-t")
+    assert "<script" not in html
+    assert "id='ppy-bench-t'" in html and "name='ppy-bench-t' value='best' checked" in html
+    assert "name='ppy-bench-t' value='median' style=" in html
+    assert "#ppy-bench-t .ppy-pick-median:checked~.ppy-bars-median{display:table!important}" in html
+    median = html[html.index("class='ppy-bars ppy-bars-median'") :]
+    assert "data-label='torch.compile' data-value='16.00 µs' style='width:320px" in median
+    assert "data-label='PPy ATen region' data-value='2.50 µs' style='width:50px" in median  # 2.5/16 of 320
+    # Without the <style> (GitHub, an untrusted notebook) the toggle and the median bars stay hidden.
+    assert "class='ppy-toggle' style='display:none" in html
+    assert "class='ppy-bars ppy-bars-median' style='border-collapse:collapse;margin:0;display:none'" in html
+    assert report.to_html(result) != report.to_html(result)  # a fresh id for each output: toggles stay apart
+
+
+def test_display_bundle_is_html_and_text_that_survive_a_reopened_notebook(xwb):
+    result, _ = run_fake(xwb)
+    bundle = report.BenchReport(result)._repr_mimebundle_()
+    assert set(bundle) == {"text/html", "text/plain"}  # no widget view: its model is gone after a restart
     assert bundle["text/plain"] == report.to_text(result)
-    assert bundle["text/html"] == report.to_html(result)
-    plain = report.BenchReport(result)._repr_mimebundle_()  # no view given: the report draws no widget
-    assert plain == {"text/html": bundle["text/html"], "text/plain": bundle["text/plain"]}
+    assert bundle["text/html"].startswith("<div class='ppy-bench' id='ppy-bench-")
+    assert "PPy ATen region" in bundle["text/html"] and "Method:" in bundle["text/html"]
 
 
 def test_rendering_is_a_leaf():
@@ -402,40 +431,27 @@ def test_rendering_is_a_leaf():
     assert [p.relative_to(package).as_posix() for p in users] == ["jupyter/bench.py"]
 
 
-def test_widget_view_and_bar_toggle(xwb):
-    from ppy_magic.bench import widget
-
-    result, _ = run_fake(xwb)
-    spread = dataclasses.replace(result[bench.COMPILE], per_call_s=(14e-6, 16e-6, 20e-6))
-    result = dataclasses.replace(result, variants=result.variants[:2] + (spread,))
-    box = widget.view(result)
-    header, table, chart, note = box.children
-    assert "float32[8, 32]" in header.value and "1 thread" in header.value
-    assert "0.0025" in table.value and "Method:" in note.value
-    toggle, *rows = chart.children
-    assert [r.children[0].value for r in rows] == LABELS
-    assert [r.children[1].value for r in rows] == pytest.approx([2.5 / 14, 3.5 / 14, 1.0])
-    assert rows[0].children[1].bar_style == "success"
-    assert rows[2].children[2].value == "14.00 µs"
-    toggle.value = "median"
-    assert rows[2].children[2].value == "16.00 µs"
-    assert rows[0].children[1].value == pytest.approx(2.5 / 16)
-
-
-def test_progress_is_a_widget_in_a_kernel_text_in_a_terminal_and_nothing_when_quiet(capsys):
+def test_progress_is_a_widget_in_a_kernel_text_in_a_terminal_and_nothing_when_quiet(ip, capsys):
     from ppy_magic.bench import widget
 
     class KernelShell:
         kernel = object()
 
-    bar = widget.progress(KernelShell(), "%ppy_bench f", 5, compiling=False, quiet=False)
-    assert isinstance(bar, widget.Progress)
-    bar.update(2, 5, "round 3 of 5")
-    assert bar.bar.value == 2 and bar.stage.value == "%ppy_bench f: round 3 of 5"
-    bar.close()
+    with capture_output(display=True) as out:
+        bar = widget.progress(KernelShell(), "%ppy_bench f", 5, compiling=False, quiet=False)
+        assert isinstance(bar, widget.Progress)
+        bar.update(2, 5, "round 3 of 5")
+        assert bar.bar.value == 2 and bar.stage.value == "%ppy_bench f: round 3 of 5"
+        assert bar.finish("%ppy_bench f: stopped")  # takes the bar's place
+    shown, replaced = out.outputs  # the bar, then its replacement: an update of the same output
+    assert replaced.update and replaced.transient["display_id"] == shown.transient["display_id"]
+    assert replaced.data == {"text/plain": "%ppy_bench f: stopped"}
+    parts = [bar.box, bar.bar, bar.stage, bar.box.layout, bar.bar.layout, bar.bar.style, bar.stage.style]
+    assert all(w.comm is None for w in parts)  # closed: nothing of it left in the kernel or the saved notebook
     capsys.readouterr()
-    widget.progress(object(), "%ppy_bench f", 5, compiling=True, quiet=False)
+    text = widget.progress(object(), "%ppy_bench f", 5, compiling=True, quiet=False)
     assert "tens of seconds" in capsys.readouterr().out
+    assert text.finish("anything") is False  # a terminal: the caller prints the result itself
     widget.progress(KernelShell(), "%ppy_bench f", 5, compiling=True, quiet=True)
     assert capsys.readouterr().out == ""
 
@@ -515,11 +531,26 @@ def test_magic_without_o_displays_the_report_and_q_silences_the_header(plain):
         assert plain.run_line_magic("ppy_bench", f"{QUICK} plain_layer bx bw bb") is None
     assert "%ppy_bench plain_layer: timing 2 rounds" in out.stdout
     (shown,) = out.outputs
-    assert set(shown.data) >= {"application/vnd.jupyter.widget-view+json", "text/html", "text/plain"}
+    assert set(shown.data) == {"text/html", "text/plain"}
     assert "PyTorch eager" in shown.data["text/plain"]
     with capture_output(display=True) as out:
         plain.run_line_magic("ppy_bench", f"-q {QUICK} plain_layer bx bw bb")
     assert out.stdout == "" and len(out.outputs) == 1
+
+
+def test_magic_in_a_kernel_puts_the_result_where_the_progress_bar_was(plain, monkeypatch):
+    monkeypatch.setattr(plain, "kernel", object(), raising=False)  # what makes the bar a widget
+    with capture_output(display=True) as out:
+        plain.run_line_magic("ppy_bench", f"{QUICK} plain_layer bx bw bb")
+    bar, result = out.outputs  # one output in the notebook: the bar, then the result in its place
+    assert "application/vnd.jupyter.widget-view+json" in bar.data
+    assert result.update and result.transient["display_id"] == bar.transient["display_id"]
+    assert set(result.data) == {"text/html", "text/plain"} and "PyTorch eager" in result.data["text/plain"]
+    with capture_output(display=True) as out:
+        returned = plain.run_line_magic("ppy_bench", f"-o {QUICK} plain_layer bx bw bb")
+    bar, line = out.outputs  # -o: a line saying what happened, never an empty output
+    assert line.update and line.data["text/plain"].startswith("%ppy_bench plain_layer: timed in ")
+    assert list(returned.df.index) == LABELS
 
 
 def test_magic_help_documents_the_options(ip):
@@ -576,9 +607,10 @@ def test_real_region_matches_eager_bitwise_without_fallbacks(region_ns):
 
 
 def test_real_region_fallbacks_are_counted_and_named(region_ns):
-    r = region_ns.run_line_magic("ppy_bench", f"-o -q {QUICK} bench_scaled rx 2")  # an int where a float was compiled
+    # a bool where a number was compiled (an int or a float would run the region)
+    r = region_ns.run_line_magic("ppy_bench", f"-o -q {QUICK} bench_scaled rx True")
     assert r.metadata["region_fallbacks"] == 1 + 300 + 2 * 20
-    assert r.metadata["last_fallback_reason"] == "a float argument is not exactly a Python float"
+    assert r.metadata["last_fallback_reason"] == "a number argument is neither exactly a Python int nor a float"
     assert "ran its Python body on 341 of 341 calls" in report.to_text(r.result)
 
 
@@ -586,11 +618,20 @@ def test_real_region_fallbacks_are_counted_and_named(region_ns):
 def test_real_torch_compile_row(region_ns):
     try:
         r = region_ns.run_line_magic("ppy_bench", "-o -q -n 200 -r 2 bench_layer rx rw rb")
+        # Other shapes, as a size sweep runs them: dynamo recompiles the same code, and its cached
+        # entries must find their compiled functions in the globals they were compiled with.
+        again = [
+            region_ns.run_line_magic("ppy_bench", f"-o -q -n 50 -r 2 bench_layer (rx[:1].repeat({n}, 1)) rw rb")
+            for n in (64, 256)
+        ]
     finally:
         torch._dynamo.reset()  # else dynamo's weakref callbacks print a KeyError at interpreter exit
     row = r.df.loc["torch.compile"]
     assert row["matches_eager"] is True and row["first_call_s"] > 0 and row["best_ms"] > 0
     assert r.result[bench.COMPILE].check == "close (torch.testing.assert_close)"
+    for other in again:
+        assert not other.metadata["skipped"], other.metadata["skipped"]
+        assert other.df.loc["torch.compile", "matches_eager"] is True
 
 
 def test_the_eager_row_runs_no_region_even_through_callees(ip):
@@ -615,3 +656,4 @@ def outer_for_bench(x):
     assert torch.equal(eager(x), outer.__wrapped__(x))
     assert inner.calls == before + 1  # only __wrapped__'s call went through the region
     assert eager.__name__ == "outer_for_bench" and eager.__code__ is outer.__wrapped__.__code__
+    assert bench.pure_python(outer).__globals__ is eager.__globals__  # one copy: see _plain_scope

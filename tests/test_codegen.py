@@ -78,7 +78,7 @@ def test_every_constant_and_kind_has_a_spelling():
     for obj in values.ENUM_CONSTANTS:
         assert backend.codegen.cpp_literal(obj, Kind.ENUM).startswith("at::")
     for kind in Kind:
-        if kind not in (Kind.NONE, Kind.ENUM):  # never the kind of a variable
+        if kind not in (Kind.NONE, Kind.ENUM, *ir.VARIANTS):  # never the kind of a variable
             assert cpp.cpp_type(kind)
     with pytest.raises(ValueError, match="no C.. type"):
         cpp.cpp_type(Kind.NONE)
@@ -113,8 +113,9 @@ def test_kinds_are_an_enum_whose_values_are_the_runtimes_letters():
         """
     )
     (spec,) = code.regions
-    assert spec.kinds == "TfibO" and type(spec.kinds) is str and spec.ret == "T"
-    assert json.loads(json.dumps({"kinds": spec.kinds})) == {"kinds": "TfibO"}
+    # a float parameter holds an int or a float: an int stays an int in it (Kind.INT_OR_FLOAT)
+    assert spec.kinds == "TFibO" and type(spec.kinds) is str and spec.ret == "T"
+    assert json.loads(json.dumps({"kinds": spec.kinds})) == {"kinds": "TFibO"}
 
 
 SPELLING_CELL = """
@@ -171,3 +172,42 @@ def test_an_aten_call_names_its_overload_and_header():
     assert cpp.op_header(ov) == "ATen/ops/add_ops.h"
     (inplace,) = [o for o in overloads("add_") if o.overload == "Tensor"]
     assert cpp.op_header(inplace) == "ATen/ops/add_ops.h"
+
+
+def test_each_python_line_maps_to_the_cpp_it_became():
+    code = generate(
+        """
+        import torch, ppy
+
+        @ppy.opt(3)
+        def scaled(x, w):
+            h = x @ w
+            return torch.relu(h) * 0.5
+        """
+    )
+    (spec,) = code.regions
+    by_line = backend.cpp_by_line(spec.cpp)
+    assert sorted(by_line) == [6, 7]  # the two statements; the def and the decorator become no code
+    assert any(re.search(r"at::_ops::matmul::call\(", s) for s in by_line[6])
+    calls = [s for s in by_line[7] if "::call(" in s]
+    assert len(calls) == 2 and "::relu::" in calls[0] and "::mul_" in calls[1]  # in eager's order
+    assert not any(s.startswith(("}", "catch", "ppy_line")) for lines in by_line.values() for s in lines)
+
+
+def test_a_loop_line_maps_to_its_calls_not_to_interrupt_polls():
+    code = generate(
+        """
+        import torch, ppy
+
+        @ppy.opt(3)
+        def steps(x, n: int):
+            for _ in range(n):
+                x = torch.tanh(x) + 1.0
+            return x
+        """
+    )
+    (spec,) = code.regions
+    assert "ppy::poll(" in spec.cpp  # the loop polls for interrupts once per iteration
+    by_line = backend.cpp_by_line(spec.cpp)
+    assert any("::tanh::call(" in s for s in by_line[7]) and any("::add_" in s for s in by_line[7])
+    assert not any("ppy::poll(" in s for lines in by_line.values() for s in lines)

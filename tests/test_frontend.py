@@ -82,8 +82,6 @@ REFUSED = [
     ("is_generator", "a generator cannot be a region", "def is_generator(x):"),
     ("recursive", "a region cannot call itself", "recursive(x, n - 1)"),
     ("decorated_twice", "a region cannot have other decorators", "functools.lru_cache"),
-    ("star_args", "*args and **kwargs are not supported", "more"),
-    ("star_kwargs", "*args and **kwargs are not supported", "options"),
     ("keyword_only", "keyword-only and positional-only parameters", "scale: float"),
     ("positional_only", "keyword-only and positional-only parameters", "x"),
     ("level_not_literal", "must be an int literal from 0 to 3", "LEVEL"),
@@ -120,6 +118,14 @@ def test_a_function_that_passes_the_rules_compiles_and_level_0_never_does(decora
     fn = frontend.compile_decorated(node, g, "<cell>", LINES, level)
     assert isinstance(fn, ir.Function) and (fn.name, fn.first_line) == function_key(node)
     assert frontend.compile_decorated(node, g, "<cell>", LINES, 0) is None
+
+
+def test_star_args_and_kwargs_the_body_ignores_are_ignored_by_the_region(decorated):
+    g, top, _ = decorated
+    for name, extras in (("star_args", 1), ("star_kwargs", 2)):
+        node, level = top[name]
+        fn = frontend.compile_decorated(node, g, "<cell>", LINES, level)
+        assert fn.extras == extras and [p.name for p in fn.params] == ["x"]
 
 
 def test_a_nested_function_is_refused_at_its_def(decorated):

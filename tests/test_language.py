@@ -349,8 +349,9 @@ def test_what_stays_python_says_where_and_why(cell):
         ("    return x.tolist()", "at 4:12", "tolist"),
         ("    return {'a': x}", "at 4:12", "dict"),
         ("    for i in 'abc':\n        pass\n    return x", "at 4:14", "iterating over str"),
-        ("    y = F.softmax(x)\n    return y", "at 4:9", "pass dim="),
+        ("    y = torch.einsum(x, [0, 1])\n    return y", "at 4:9", "sublist"),
         ("    return x.frobnicate()", "at 4:12", "frobnicate"),
+        ("    k = None if x.dim() > 5 else 3\n    return isinstance(k, int)", "at 5:12", "decided by the value"),
     ],
 )
 def test_compile_errors_are_located_and_say_what_to_do(body, where, words):

@@ -8,6 +8,7 @@ with -O 3); the rest build nothing.
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 
 import pytest
@@ -45,8 +46,8 @@ def ppy_configurables(ip) -> list:
 
 def test_help_documents_every_option(ip):
     doc = ip.find_cell_magic("ppy").__doc__
-    assert "%%ppy [-f] [--strict] [-v] [-O LEVEL]" in doc
-    for flag in ("-f, --force", "--strict", "-v, --verbose", "-O LEVEL"):
+    assert "%%ppy [-f] [--strict] [-v] [-a] [-O LEVEL]" in doc
+    for flag in ("-f, --force", "--strict", "-v, --verbose", "-a, --annotate", "-O LEVEL"):
         assert flag in doc
     with capture_output() as cap:
         ip.run_line_magic("pinfo", "%%ppy")
@@ -274,6 +275,61 @@ def test_strict_names_the_function_and_line_and_keeps_everything(ip, levels):
     assert "strict_ran" not in ip.user_ns and "fine_one" not in ip.user_ns
     assert ip.user_ns["kept_before_strict"] is kept and ip.user_ns["region_before_strict"] is region_before
     assert_same(region_before(torch.ones(2)), torch.zeros(2))
+
+
+def test_a_syntax_error_shows_once_as_in_a_plain_cell(ip):
+    result, shown = run(ip, "%%ppy\nimport ppy\n\n@ppy.opt(3)\ndef broken(x):\n    return (x +\n")
+    assert isinstance(result.error_in_exec, SyntaxError)  # the cell failed: a Run All stops here
+    assert shown.count("SyntaxError") == 1, shown
+    assert "line 6" in shown and "return (x +" in shown
+    assert "Traceback" not in shown and "ppy_magic" not in shown and "AlreadyShown" not in shown, shown
+
+
+def test_tracebacks_name_the_cell_by_its_own_number(ip):
+    # IPython 9 counts a cell before running it: the number must be the cell's, not the next one's.
+    for text in ("%%ppy\nraise ValueError('from the cell')\n", "%%ppy\nimport ppy\n\ndef f(\n"):
+        with capture_output(display=True) as cap:
+            result = ip.run_cell(text, store_history=True)
+        shown = cap.stdout + cap.stderr
+        assert result.execution_count is not None and not result.success
+        assert re.findall(r"Cell In\[(\d+)\]", shown) == [str(result.execution_count)], shown
+
+
+def test_annotate_marks_each_line_compiled_or_python(ip, levels):
+    ip.run_line_magic("config", "PpyMagics.default_level = 2")  # as `levels` built it: no new build
+    try:
+        with capture_output(display=True) as cap:
+            result = ip.run_cell(LEVELS_CELL.replace("%%ppy -v", "%%ppy -a"))
+    finally:
+        ip.run_line_magic("config", "PpyMagics.default_level = 3")
+    assert result.success
+    (shown,) = [o for o in cap.outputs if "text/html" in o.data]
+    text, html = shown.data["text/plain"], shown.data["text/html"]
+
+    def line(code: str) -> int:
+        return next(k for k, t in enumerate(LEVELS_CELL.splitlines(), 1) if t.strip() == code)
+
+    assert "at_default: ATen region" in text and "at_one: ATen region" in text
+    assert f"{line('return x * 2'):5d} C |     return x * 2\n" in text
+    assert re.search(r"\n +\|     at::Tensor \w+ = at::_ops::mul_\w+::call\(", text), text
+    assert f"{line('print(x)'):5d} P |     print(x)" in text
+    assert "prints: stays Python" in text and "the call statement `print(x)` is not supported" in text
+    assert "never: stays Python" in text and "ppy.opt(0): never compiled" in text
+    assert f"{line('def at_one(x):'):5d}   | def at_one(x):" in text  # the def line is neither
+    assert "<details class='ppy-line ppy-compiled'" in html and "class='ppy-calls'" in html
+    assert "class='ppy-line ppy-python'" in html and "var(--jp-success-color1" in html
+
+
+def test_annotate_shows_the_fallbacks_so_far(levels):
+    _, _, ns = levels
+    f = ns["at_one"]
+    f(torch.ones(2).as_subclass(Sub))
+    text = str(ppy_magic.annotate(f))
+    counts = re.search(r"at_one: ATen region · ([\d,]+) calls? as region, ([\d,]+) fallbacks? to Python", text)
+    assert counts and counts.groups() == (f"{f.calls:,}", f"{f.fallbacks:,}"), text
+    assert re.search(r"\d+ x a tensor argument is a subclass of torch.Tensor", text), text
+    plain = str(ppy_magic.annotate(len))
+    assert "stays Python" in plain and "not decorated with @ppy.opt" in plain and "not available" in plain
 
 
 # ---- fallbacks are visible ----------------------------------------------------------------------------

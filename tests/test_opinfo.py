@@ -23,9 +23,11 @@ from tests.support.opinfo import plan_opinfo, run_opinfo
 from tests.support.outcomes import CRASH, MATCH, MISMATCH, NO_RUN, NONDETERMINISTIC, reproduction
 from tests.support.source import Inexpressible, Params
 
-# Entries that count: 522 measured when this floor was set (the seed core: 18); raise it as coverage
+# Entries that count: 625 measured when this floor was set (the seed core: 18); raise it as coverage
 # grows (the issue's target is 150).
-COUNT_FLOOR = 520
+COUNT_FLOOR = 620
+# Of the entries named nn.functional.*: 114 of 118 measured (the issue asks for 95%).
+NN_FUNCTIONAL_SHARE = 0.95
 SAMPLES_PER_ENTRY = int(os.environ.get("PPY_OPINFO_SAMPLES", "8"))
 
 
@@ -175,6 +177,17 @@ def test_opinfo_coverage_floor(opinfo_run):
         f"{len(counting)} OpInfo entries count, fewer than the floor {COUNT_FLOOR}: " + ", ".join(counting)
     )
     assert {"add", "mul", "matmul"} <= set(counting)
+
+
+def test_nn_functional_share(opinfo_run):
+    named = [e.key for e in opinfo_run.entries if e.key.startswith("nn.functional.")]
+    counting = [k for k in opinfo_run.counting if k.startswith("nn.functional.")]
+    if not named:
+        pytest.skip("no nn.functional entries in this run")
+    missing = sorted(set(named) - set(counting))
+    assert len(counting) >= NN_FUNCTIONAL_SHARE * len(named), (
+        f"{len(counting)} of {len(named)} nn.functional entries count; not: " + ", ".join(missing)
+    )
 
 
 def test_every_entry_is_accounted_for(opinfo_run):

@@ -300,6 +300,7 @@ _CODECS: dict[Any, Codec] = {
     str: (_same, _same),
     tuple: (list, tuple),  # of plain values (defaults)
     tuple[str, ...]: (list, tuple),
+    tuple[int, ...]: (list, tuple),
     dict[int, str]: (lambda d: {str(k): v for k, v in d.items()}, lambda d: {int(k): v for k, v in d.items()}),
     # globals frozen at compile time (FrozenGlobal once recorded)
     dict[str, Any]: (
@@ -491,7 +492,8 @@ def region_record(
     placed = dataclasses.replace(
         spec,
         param_names=tuple(spec.param_names),
-        defaults=tuple(spec.defaults),
+        # a dtype or device default is recorded as its repr (binding uses the function's own defaults)
+        defaults=tuple(d if d is None or type(d) in (int, float, bool, str) else repr(d) for d in spec.defaults),
         line_notes=notes,
         first_line=first_line,
         filename="",

@@ -26,7 +26,7 @@ from .cache import (
     shared_cache,
     warmup,
 )
-from .codegen import CellCode, RegionSpec, generate
+from .codegen import CellCode, RegionSpec, cpp_by_line, generate
 from .diagnostics import located_errors
 from .toolchain import (
     CELL_CFLAGS,
@@ -51,6 +51,7 @@ __all__ = [
     "WarmupReport",
     "build_jobs",
     "compiler_name",
+    "cpp_by_line",
     "default_cache_dir",
     "generate",
     "import_extension",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from ..language.modules import Plan
 from . import cpp, levels
 from .cpp import NAME, atom, cpp_literal
 
-__all__ = ["ABI_HEADER", "REGION_HEADER", "CellCode", "RegionSpec", "cpp_literal", "generate"]
+__all__ = ["ABI_HEADER", "REGION_HEADER", "CellCode", "RegionSpec", "cpp_by_line", "cpp_literal", "generate"]
 
 ABI_HEADER = "ppy_abi.h"
 REGION_HEADER = "ppy_region.h"
@@ -45,6 +46,8 @@ class RegionSpec:
     frozen_globals: dict[str, Any]  # global name -> the value compiled in
     cpp: str  # this region's C++ (helpers and entry), for explain()
     result_types: tuple[type, ...] = ()  # the torch.return_types named tuples it returns
+    extras: int = 0  # arguments beyond the parameters the call may pass and the region ignores: 1 *args, 2 **kwargs
+    untyped: tuple[int, ...] = ()  # parameters with neither annotation nor default (ir.Function.untyped)
     owner: str | None = None  # a method: its class's name
     plan: Plan | None = None  # a method: what the runtime reads of its module parameters
     opt_level: int = 1  # the optimisation level its C++ was written at
@@ -115,6 +118,36 @@ def _uses(stmt: ir.Stmt) -> set[str]:
             add(a)
     for s in _children(stmt):
         out |= _uses(s)
+    return out
+
+
+_LINE_MARK = re.compile(r"^\s*ppy_line = (\d+);")  # what Emitter.line writes
+
+
+def cpp_by_line(cpp_text: str) -> dict[int, list[str]]:
+    """The C++ statements of a region (``RegionSpec.cpp``) under each Python line, read from its line marks.
+
+    The statements after a line's mark, up to the next mark, are what that
+    line became (a line marked again later, after a branch, gets those too).
+    Braces, interrupt polls and the entry's closing handlers, the same in
+    every region, are left out. ``annotate`` shows these under each compiled line.
+    """
+    out: dict[int, list[str]] = {}
+    current: list[str] | None = None
+    for raw in cpp_text.splitlines():
+        text = raw.strip()
+        mark = _LINE_MARK.match(raw)
+        if mark:
+            current = out.setdefault(int(mark.group(1)), [])
+        elif text.startswith("} catch"):
+            current = None
+        elif (
+            current is not None
+            and text.strip("{} ")
+            and text not in ("} else {", "return;")
+            and not text.startswith("ppy::poll(")
+        ):
+            current.append(text)
     return out
 
 
@@ -375,7 +408,31 @@ class Emitter:
 
 
 def _param_decl(p: ir.Param, i: int) -> str:
+    arg = f"ppy_args[{i}]"
+    if p.kind == Kind.INT_OR_FLOAT:  # is it an int, its value as an int, as a float (the body is compiled per type)
+        is_int, as_int, as_float = p.parts
+        return (
+            f"const bool {NAME(is_int)} = {arg}.variant; const int64_t {NAME(as_int)} = {arg}.i; "
+            f"const double {NAME(as_float)} = {arg}.f;"
+        )
+    if p.kind == Kind.DEVICE_OR_STR:  # a device string, or a torch.device (likewise)
+        is_str, as_str, as_device = p.parts
+        return (
+            f'const bool {NAME(is_str)} = {arg}.variant; const std::string {NAME(as_str)} = {arg}.s ? {arg}.s : ""; '
+            f"const at::Device {NAME(as_device)} = {arg}.device;"
+        )
     n = f"v_{p.name}"
+    if p.kind in ir.HELD_BY and p.kind != Kind.OPT_TENSOR:  # an optional number or dtype
+        ctype = cpp.cpp_type(p.kind)
+        held = cpp.cpp_type(ir.HELD_BY[p.kind])
+        value = f"{arg}.f" if p.kind == Kind.OPT_FLOAT else f"{arg}.i"
+        return f"const {ctype} {n} = {arg}.none ? {ctype}() : {ctype}(static_cast<{held}>({value}));"
+    if p.kind == Kind.DTYPE:
+        return f"const at::ScalarType {n} = static_cast<at::ScalarType>({arg}.i);"
+    if p.kind == Kind.DEVICE:
+        return f"const at::Device {n} = {arg}.device;"
+    if p.kind == Kind.INTS:
+        return f"const std::vector<int64_t>& {n} = *{arg}.ints;"
     ctype = cpp.cpp_type(p.kind)
     if p.kind == Kind.TENSOR:
         return f"const {ctype}& {n} = *ppy_args[{i}].t;"
@@ -545,6 +602,8 @@ def generate(functions: list[ir.Function]) -> CellCode:
                 frozen_globals=dict(fn.frozen_globals),
                 cpp="\n".join(body),
                 result_types=fn.result_types,
+                extras=fn.extras,
+                untyped=fn.untyped,
                 owner=fn.owner,
                 plan=fn.plan,
                 opt_level=max(1, min(fn.level, 3)),

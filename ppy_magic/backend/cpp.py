@@ -38,6 +38,10 @@ CPP_TYPES = {
     Kind.TENSORS: "std::vector<at::Tensor>",
     Kind.OPT_TENSOR: "std::optional<at::Tensor>",
     Kind.DEVICE: "at::Device",
+    Kind.OPT_INT: "std::optional<int64_t>",
+    Kind.OPT_FLOAT: "std::optional<double>",
+    Kind.OPT_BOOL: "std::optional<bool>",
+    Kind.OPT_DTYPE: "std::optional<at::ScalarType>",
     Kind.MODULE: "const ppy::Arg*",  # the slots the runtime read of one module
     Kind.MODULES: "const ppy::Arg*",  # the slot of a list of modules: .i of them at .m
     Kind.NUMBER: "at::Scalar",
@@ -82,6 +86,20 @@ DTYPE_NAMES = {
     torch.complex64: "ComplexFloat",
     torch.complex128: "ComplexDouble",
     torch.complex32: "ComplexHalf",
+    torch.uint16: "UInt16",
+    torch.uint32: "UInt32",
+    torch.uint64: "UInt64",
+    torch.qint8: "QInt8",
+    torch.quint8: "QUInt8",
+    torch.qint32: "QInt32",
+    torch.quint4x2: "QUInt4x2",
+    torch.quint2x4: "QUInt2x4",
+    torch.float8_e5m2: "Float8_e5m2",
+    torch.float8_e4m3fn: "Float8_e4m3fn",
+    torch.float8_e5m2fnuz: "Float8_e5m2fnuz",
+    torch.float8_e4m3fnuz: "Float8_e4m3fnuz",
+    torch.float8_e8m0fnu: "Float8_e8m0fnu",
+    torch.float4_e2m1fn_x2: "Float4_e2m1fn_x2",
 }
 
 # The torch enum constants a region may name (values.ENUM_CONSTANTS).
@@ -274,6 +292,14 @@ INTRINSICS: dict[str, Template] = {
     "exact_le": "(ppy::exact({0}) <= ppy::exact({1}))",
     "exact_gt": "(ppy::exact({0}) > ppy::exact({1}))",
     "exact_ge": "(ppy::exact({0}) >= ppy::exact({1}))",
+    "seq_contains": "(std::find({0}.begin(), {0}.end(), {1}) != {0}.end())",
+    "same_tensor": "ppy::same_tensor({0}, {1})",
+    "device_type": "c10::DeviceTypeName({0}.type(), /*lower_case=*/true)",
+    "device_index": "({0}.has_index() ? std::optional<int64_t>({0}.index()) : std::optional<int64_t>())",
+    "dtype_is_floating_point": "at::isFloatingType({0})",
+    "dtype_is_complex": "at::isComplexType({0})",
+    "dtype_is_signed": "at::isSignedType({0})",
+    "dtype_itemsize": "static_cast<int64_t>(c10::elementSize({0}))",
     "str_eq": "(std::string({0}) == std::string({1}))",
     "str_ne": "(std::string({0}) != std::string({1}))",
     "min": "({1} < {0} ? {1} : {0})",
@@ -295,6 +321,9 @@ INTRINSICS: dict[str, Template] = {
     "math.ceil": "ppy::math_ceil({0})",
     # strings
     "str_concat": _str_concat,
+    # warnings
+    "warn": "ppy::warn({0}, false)",
+    "warn_deprecated": "ppy::warn({0}, true)",
     # checks
     "check_range_step": "ppy::check_range_step({0})",
     # attributes of modules: ppy::Arg slots the runtime filled before the region ran
@@ -386,7 +415,11 @@ def _convert(base: str, a: Any, write: bool) -> str:
         if a.kind == Kind.INT:
             arr = _ints([f"static_cast<int64_t>({atom(i)})" for i in a.items])
             return f"c10::fromIntArrayRefSlow({arr})" if "SymInt" in base else arr
+        if a.kind == Kind.FLOAT:
+            return "at::ArrayRef<double>{" + ", ".join(f"static_cast<double>({atom(i)})" for i in a.items) + "}"
         return "at::TensorList{" + ", ".join(atom(i) for i in a.items) + "}"
+    if getattr(a, "kind", None) in ir.HELD_BY and a.kind != Kind.OPT_TENSOR:
+        return atom(a)  # std::optional<T> converts to the parameter's std::optional<U>
     if base == "at::Tensor":
         return f"const_cast<at::Tensor&>({atom(a)})" if write else atom(a)
     if base == "at::Scalar":

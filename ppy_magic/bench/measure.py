@@ -175,7 +175,7 @@ def pure_python(func: Callable) -> Callable:
     }
     if not regions:
         return body
-    plain = dict(scope)
+    plain = _plain_scope(scope)
 
     def rebind(f: Any) -> Any:
         if not isinstance(f, types.FunctionType) or f.__globals__ is not scope:
@@ -233,6 +233,20 @@ def pure_python_module(model: torch.nn.Module) -> torch.nn.Module:
         return copied
 
     return twin(model)
+
+
+# One copy of each namespace, refreshed on every run, never a new one: torch.compile keys its compiled code
+# by code object and puts the compiled functions into the globals it ran with, so a later run of the same
+# code with a fresh copy finds a cached entry whose functions are not there (NameError: __compiled_fn_3...).
+_PLAIN_SCOPES: dict[int, tuple[dict, dict]] = {}
+
+
+def _plain_scope(scope: dict) -> dict:
+    held = _PLAIN_SCOPES.get(id(scope))
+    plain = held[1] if held is not None and held[0] is scope else {}
+    _PLAIN_SCOPES[id(scope)] = (scope, plain)
+    plain.update(scope)
+    return plain
 
 
 def measure(

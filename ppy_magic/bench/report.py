@@ -1,23 +1,23 @@
 """A ``BenchResult`` as a pandas DataFrame, as text and as HTML, and the object ``%ppy_bench -o`` returns.
 
 Rendering only: the numbers come from ``bench.measure``. pandas is imported
-when a DataFrame is asked for, so loading the extension stays cheap. This
-module draws no widget and imports nothing that does: whoever shows a
-``BenchReport`` may give it a richer view (``%ppy_bench`` gives it
-``widget.view``).
+when a DataFrame is asked for, so loading the extension stays cheap. The
+report is HTML and text, never a widget: a widget's output needs its model,
+which a notebook reopened with a fresh kernel does not have (JupyterLab saves
+no widget state by default), while HTML shows wherever the notebook is read.
 """
 
 from __future__ import annotations
 
 import functools
 import html
-from collections.abc import Callable
+import uuid
 from typing import Any
 
+from .. import theme
 from .measure import COMPILE, EAGER, REGION, BenchResult, VariantTiming
 
 COLUMNS = ("best_ms", "median_ms", "iqr_ms", "speedup_vs_eager", "first_call_s", "matches_eager")
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 class BenchReport:
@@ -26,15 +26,12 @@ class BenchReport:
     ``.df``: a DataFrame indexed by the variant labels with the columns in
     ``COLUMNS`` (times in ms per call, ``first_call_s`` in seconds) and the
     metadata in ``.df.attrs``; ``.metadata``: that dict; ``.result``: the
-    measurement itself. Displays as HTML and plain text, and as the widget
-    that ``view(result)`` makes when a view is given (HTML and text stay
-    beside it for static renders and terminals).
+    measurement itself. Displays as HTML (table, bars with a best/median
+    toggle, the method) and as plain text for terminals.
     """
 
-    def __init__(self, result: BenchResult, view: Callable[[BenchResult], Any] | None = None):
+    def __init__(self, result: BenchResult):
         self.result = result
-        self._view = view
-        self._widget: Any = None
 
     @functools.cached_property
     def df(self) -> Any:
@@ -50,20 +47,7 @@ class BenchReport:
         return self.result.region_fallbacks
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        bundle: dict[str, Any] = {}
-        view = self._widget_view()
-        if view is not None:
-            bundle[WIDGET_MIME] = view
-        bundle["text/html"] = to_html(self.result)
-        bundle["text/plain"] = to_text(self.result)
-        return bundle
-
-    def _widget_view(self) -> dict[str, Any] | None:
-        if self._view is None:
-            return None
-        if self._widget is None:
-            self._widget = self._view(self.result)
-        return self._widget._repr_mimebundle_().get(WIDGET_MIME)
+        return {"text/html": to_html(self.result), "text/plain": to_text(self.result)}
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(to_text(self.result))
@@ -238,10 +222,17 @@ def to_text(result: BenchResult) -> str:
     return "\n".join(lines)
 
 
-# -- HTML: inline styles only, so a static render of the notebook keeps the look ------------------------
+# -- HTML ----------------------------------------------------------------------------------------------
+# One self-contained block with inline styles, coloured from the notebook's theme (``theme``), so a saved
+# notebook, nbconvert and GitHub show the table and bars as the notebook did. The best/median toggle is two
+# radio buttons and a <style> scoped to this block: no widget, no kernel, no script. Where <style> is
+# stripped (an untrusted notebook, GitHub) the toggle stays hidden and the best-round bars show.
 
-_TD = "padding:2px 10px;text-align:right;font-variant-numeric:tabular-nums"
-_BEST = "background:#e3f4e1;font-weight:bold"
+_CELL = "padding:2px 10px;text-align:right;font-variant-numeric:tabular-nums"
+_LEFT = "padding:2px 10px;text-align:left"
+_ROW = "background:transparent"  # not JupyterLab's zebra stripes: only the best row stands out
+_BEST = f"{theme.tint(theme.SUCCESS, 22)};font-weight:bold"
+_BAR_PX = 320
 
 
 def header_html(result: BenchResult) -> str:
@@ -250,58 +241,96 @@ def header_html(result: BenchResult) -> str:
 
 def table_html(result: BenchResult) -> str:
     fastest = result.fastest
-    head = "".join(f"<th style='{_TD}'>{_e(h)}</th>" for h in HEADINGS)
+    head = "".join(f"<th style='{_CELL}'>{_e(h)}</th>" for h in HEADINGS)
     rows = []
     for v in result.variants:
-        style = _BEST if v.label == fastest else ""
-        label = f"<td style='padding:2px 10px;text-align:left'>{_e(v.label)}</td>"
+        best = v.label == fastest
+        label = f"<td style='{_LEFT}'>{_e(v.label)}</td>"
         if v.ran:
-            cells = "".join(f"<td style='{_TD}'>{_e(c)}</td>" for c in _cells(result, v))
+            cells = "".join(f"<td style='{_CELL}'>{_e(c)}</td>" for c in _cells(result, v))
         else:
-            cells = (
-                f"<td colspan='{len(HEADINGS)}' style='padding:2px 10px;text-align:left;color:#777'>"
-                f"not run: {_e(v.skipped or '')}</td>"
-            )
-        rows.append(f"<tr style='{style}'>{label}{cells}</tr>")
+            cells = f"<td colspan='{len(HEADINGS)}' style='{_LEFT};{theme.MUTED}'>not run: {_e(v.skipped or '')}</td>"
+        attrs = " class='ppy-best'" if best else ""
+        rows.append(f"<tr{attrs} style='{_BEST if best else _ROW}'>{label}{cells}</tr>")
     return (
-        f"<table style='border-collapse:collapse'><thead><tr><th style='text-align:left;padding:2px 10px'>"
-        f"variant</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f"<table style='border-collapse:collapse;margin:0'><thead><tr style='{_ROW}'>"
+        f"<th style='{_LEFT}'>variant</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 
-def bars_html(result: BenchResult, width_px: int = 320) -> str:
-    """A bar per variant that ran: best time per call, the fastest in green."""
+def bars_html(result: BenchResult, uid: str) -> str:
+    """Bars of the time per call, best round and median, the fastest variant's in the success colour.
+
+    The bars start at one edge and share one scale per statistic; the
+    radio buttons (hidden unless the block's <style> applies) choose which
+    set shows.
+    """
     timed = [v for v in result.variants if v.ran]
     if not timed:
         return ""
-    longest = max(v.best_s for v in timed)
-    rows = []
-    for v in timed:
-        px = max(1, round(width_px * v.best_s / longest))
-        colour = "#43a047" if v.label == result.fastest else "#5b8def"
-        rows.append(
-            f"<tr><td style='padding:1px 8px;text-align:left'>{_e(v.label)}</td>"
-            f"<td style='padding:1px 0'><div style='display:inline-block;height:14px;width:{px}px;"
-            f"background:{colour};vertical-align:middle'></div>"
-            f"<span style='padding-left:6px'>{_e(seconds_text(v.best_s))}</span></td></tr>"
+    sets = []
+    for statistic, seconds in (("best", [v.best_s for v in timed]), ("median", [v.median_s for v in timed])):
+        longest = max(seconds) or 1.0
+        fastest = min(zip(seconds, timed, strict=True), key=lambda p: p[0])[1].label
+        rows = []
+        for v, s in zip(timed, seconds, strict=True):
+            colour = theme.SUCCESS if v.label == fastest else theme.BRAND
+            px = max(1, round(_BAR_PX * s / longest))
+            value = seconds_text(s)
+            rows.append(
+                f"<tr style='{_ROW}'><td style='{_LEFT};padding-left:0'>{_e(v.label)}</td>"
+                f"<td style='padding:2px 0;text-align:left'><div style='width:{_BAR_PX}px;height:14px;{theme.TRACK}'>"
+                f"<div class='ppy-bench-bar' data-label='{_e(v.label)}' data-value='{_e(value)}' "
+                f"style='width:{px}px;height:14px;{theme.solid(colour)}'></div></div></td>"
+                f"<td style='{_LEFT};font-variant-numeric:tabular-nums'>{_e(value)}</td></tr>"
+            )
+        hidden = ";display:none" if statistic == "median" else ""
+        sets.append(
+            f"<table class='ppy-bars ppy-bars-{statistic}' style='border-collapse:collapse;margin:0{hidden}'>"
+            f"<tbody>{''.join(rows)}</tbody></table>"
         )
-    return (
-        f"<div style='margin:6px 0 2px'>time per call (best round)</div>"
-        f"<table style='border-collapse:collapse'>{''.join(rows)}</table>"
+    hide = "position:absolute;opacity:0;width:1px;height:1px;margin:0"
+    picks = "".join(
+        f"<input type='radio' class='ppy-pick-{s}' id='{uid}-{s}' name='{uid}' value='{s}'"
+        f"{' checked' if s == 'best' else ''} style='{hide}'>"
+        for s in ("best", "median")
     )
+    button = f"padding:1px 10px;border:1px solid {theme.RULE};cursor:pointer;user-select:none"
+    toggle = (
+        f"<div class='ppy-toggle' style='display:none;align-items:center;gap:0;margin:8px 0 4px'>"
+        f"<span style='margin-right:8px'>per call:</span>"
+        f"<label for='{uid}-best' style='{button};border-radius:3px 0 0 3px'>best round</label>"
+        f"<label for='{uid}-median' style='{button};border-left:none;border-radius:0 3px 3px 0'>median</label></div>"
+    )
+    chosen = f"{theme.tint(theme.BRAND, 25)};font-weight:bold"
+    style = (
+        f"<style>#{uid} .ppy-toggle{{display:flex!important}}"
+        f"#{uid} .ppy-pick-median:checked~.ppy-bars-best{{display:none!important}}"
+        f"#{uid} .ppy-pick-median:checked~.ppy-bars-median{{display:table!important}}"
+        f"#{uid} .ppy-pick-best:checked~.ppy-toggle label[for$='-best'],"
+        f"#{uid} .ppy-pick-median:checked~.ppy-toggle label[for$='-median']{{{chosen}}}"
+        f"#{uid} input:focus-visible~.ppy-toggle{{outline:1px dotted}}"
+        f"#{uid} .ppy-static-title{{display:none}}</style>"
+    )
+    # What a render without the <style> shows above the bars instead of the toggle.
+    static_title = "<div class='ppy-static-title' style='margin:8px 0 4px'>time per call (best round)</div>"
+    return f"{style}{picks}{toggle}{static_title}{''.join(sets)}"
 
 
 def note_html(result: BenchResult) -> str:
     text = summary(result)
-    parts = [f"<div style='margin:6px 0'>{_e(text)}</div>"] if text else []
-    parts.append(f"<div style='color:#666;font-size:90%;max-width:60em'>{_e(method_note(result))}</div>")
+    parts = [f"<div style='margin:8px 0 4px;line-height:1.4'>{_e(text)}</div>"] if text else []
+    parts.append(
+        f"<div style='{theme.MUTED};font-size:90%;line-height:1.4;max-width:60em'>{_e(method_note(result))}</div>"
+    )
     return "".join(parts)
 
 
-def to_html(result: BenchResult) -> str:
-    return (
-        f"<div class='ppy-bench'>{header_html(result)}{table_html(result)}{bars_html(result)}{note_html(result)}</div>"
-    )
+def to_html(result: BenchResult, uid: str | None = None) -> str:
+    """The report as one block of HTML; `uid` (default: a fresh one) ties the toggle to this block."""
+    uid = uid or f"ppy-bench-{uuid.uuid4().hex[:12]}"
+    body = f"{header_html(result)}{table_html(result)}{bars_html(result, uid)}{note_html(result)}"
+    return f"<div class='ppy-bench' id='{uid}' style='position:relative;text-align:left'>{body}</div>"
 
 
 def _e(text: str) -> str:

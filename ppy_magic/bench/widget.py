@@ -1,10 +1,10 @@
-"""The ipywidgets view of a ``BenchResult``, and the progress shown while measuring.
+"""The progress shown while ``%ppy_bench`` measures: an ipywidgets bar in a notebook, a line in a terminal.
 
 ipywidgets is imported only here, and nothing in the package imports this
-module but the ``%ppy_bench`` magic, which hands ``view`` to the report it
-shows. The view reuses ``report``'s HTML for the header, table and note, and
-draws the bar chart with ipywidgets' own bars, so it needs no plotting
-library; a toggle switches the bars between the best and the median round.
+module but the ``%ppy_bench`` magic. The bar lives only while measuring: its
+output is then replaced in place by the result (or by a line saying what
+became of the run), so a saved notebook keeps neither a widget whose model is
+gone nor an empty output where the bar was.
 """
 
 from __future__ import annotations
@@ -13,57 +13,9 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from . import report
-from .measure import BenchResult
-
-
-def view(result: BenchResult) -> widgets.VBox:
-    """Header (function, shapes, device, threads), table, bar chart, note on the method."""
-    return widgets.VBox(
-        [
-            widgets.HTML(report.header_html(result)),
-            widgets.HTML(report.table_html(result)),
-            bar_chart(result),
-            widgets.HTML(report.note_html(result)),
-        ]
-    )
-
-
-def bar_chart(result: BenchResult) -> widgets.VBox:
-    timed = [v for v in result.variants if v.ran]
-    statistic = widgets.ToggleButtons(
-        options=[("best round", "best"), ("median", "median")],
-        value="best",
-        description="per call:",
-        style={"button_width": "90px"},
-    )
-    rows, bars, values = [], [], []
-    for v in timed:
-        bar = widgets.FloatProgress(
-            min=0.0,
-            max=1.0,
-            bar_style="success" if v.label == result.fastest else "info",
-            layout=widgets.Layout(width="320px"),
-        )
-        value = widgets.Label()
-        rows.append(widgets.HBox([widgets.Label(v.label, layout=widgets.Layout(width="130px")), bar, value]))
-        bars.append(bar)
-        values.append(value)
-
-    def draw(_change: Any = None) -> None:
-        seconds = [v.best_s if statistic.value == "best" else v.median_s for v in timed]
-        longest = max(seconds, default=0.0) or 1.0
-        for bar, label, s in zip(bars, values, seconds, strict=True):
-            bar.value = s / longest
-            label.value = report.seconds_text(s)
-
-    draw()
-    statistic.observe(draw, names="value")
-    return widgets.VBox([statistic] + rows)
-
 
 class Progress:
-    """An IntProgress bar of rounds with a line saying what runs now; removed when measuring ends."""
+    """An IntProgress bar of rounds with a line saying what runs now; replaced when measuring ends."""
 
     def __init__(self, title: str, total: int):
         from IPython.display import display
@@ -79,11 +31,22 @@ class Progress:
         self.bar.value = done
         self.stage.value = f"{self.title}: {stage}"
 
-    def close(self) -> None:
-        # Replace the output too, so a saved notebook keeps no dead progress widget.
+    def finish(self, shown: Any) -> bool:
+        """Put `shown` (the result, or a line of text) where the bar was; True: it is shown there."""
         if self.handle is not None:
-            self.handle.update({"text/plain": ""}, raw=True)
-        self.box.close()
+            if isinstance(shown, str):
+                self.handle.update({"text/plain": shown}, raw=True)
+            else:
+                self.handle.update(shown)
+        self._close()
+        return self.handle is not None
+
+    def _close(self) -> None:
+        # Every model the bar made, its layouts and styles too: each is a comm the kernel would keep open.
+        for w in (self.box, self.bar, self.stage):
+            for part in (w, getattr(w, "layout", None), getattr(w, "style", None)):
+                if part is not None:
+                    part.close()
 
 
 class TextProgress:
@@ -96,8 +59,9 @@ class TextProgress:
     def update(self, done: int, total: int, stage: str) -> None:
         pass
 
-    def close(self) -> None:
-        pass
+    def finish(self, shown: Any) -> bool:
+        """Nothing to replace: the caller shows the result itself."""
+        return False
 
 
 class NoProgress(TextProgress):

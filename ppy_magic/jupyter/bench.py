@@ -1,12 +1,14 @@
 """``%ppy_bench``: parse the line, measure (``bench.measure``), choose how to show the result.
 
-The measurement returns data; ``bench.report`` (DataFrame, text, HTML) and
-``bench.widget`` (ipywidgets) render it. This magic is where the two meet:
-the result it shows or returns is a ``BenchReport`` with the widget view.
+The measurement returns data; ``bench.report`` renders it (DataFrame, text,
+HTML). ``bench.widget`` is the progress bar while measuring, which the
+result then replaces in place: one output per run, and nothing in it that a
+reopened notebook cannot show.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -82,8 +84,9 @@ class BenchMagics(Magics):
         torch.compile's first call compiles; it is reported apart
         (``first_call_s``). A variant that cannot run gets a row saying why.
 
-        Shows a widget with the table (ms per call to four places), a bar
-        chart and a note on the method; with ``-o``, returns that object
+        Shows the table (ms per call to four places), a bar chart with a
+        best/median toggle and a note on the method, as HTML that a saved
+        notebook keeps; with ``-o``, returns that object
         instead: ``.df`` is a DataFrame indexed by the three labels with
         columns best_ms, median_ms, iqr_ms, speedup_vs_eager, first_call_s,
         matches_eager; ``.metadata`` holds the torch version, device,
@@ -120,25 +123,31 @@ class BenchMagics(Magics):
                 f"%ppy_bench: FUNC {a.func!r} is a {type(func).__name__}, not a function; write %ppy_bench FUNC ARG ..."
             )
         values = [evaluate(expr, "ARG") for expr in a.args]
-        shown = widget.progress(
-            self.shell, f"%ppy_bench {a.func}", options.repeat, compiling=options.compile, quiet=a.quiet
-        )
+        title = f"%ppy_bench {a.func}"
+        shown = widget.progress(self.shell, title, options.repeat, compiling=options.compile, quiet=a.quiet)
+        t0 = time.perf_counter()
         try:
             result = bench.measure(func, values, options, arg_names=a.args, on_progress=shown.update)
         except bench.BenchUsageError as err:
+            shown.finish(f"{title}: not timed")
             raise UsageError(f"%ppy_bench: {err}") from None
         except bench.EagerError as failed:  # eager's own error, once, from the user's frames down
+            shown.finish(f"{title}: not timed (the error is below)")
             note = (
                 f"%ppy_bench: PyTorch eager ({failed.function}) raised this on the given arguments; nothing was timed."
             )
             display.eager_traceback(self.shell, failed.error, note)
             raise failed.error from None
-        finally:
-            shown.close()
-        out = report.BenchReport(result, view=widget.view)
+        except BaseException:  # an interrupt, or an error of the measurement itself
+            shown.finish(f"{title}: stopped")
+            raise
+        out = report.BenchReport(result)
         if a.output:
+            shown.finish(f"{title}: timed in {time.perf_counter() - t0:.1f} s; -o returns the result")
             return out
-        display.rich(out)
+        # The result takes the progress bar's place; where there was none it is shown as a new output.
+        if not shown.finish(out):
+            display.rich(out)
         return None
 
 

@@ -11,24 +11,23 @@ from __future__ import annotations
 
 import argparse
 import ast
+import io
 import os
+import tokenize
 import types
 from typing import Any
 
-from IPython.core import magic as _ipy_magic
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Int, TraitError, Unicode, observe, validate
 
 from .. import backend, decorator, pipeline, region
+from ..annotate import annotate
 from ..backend import eviction
 from ..errors import BuildError, CompileError
 from . import display
 from .status import BuildStatus
-
-# `f(x);` at the end of a cell shows nothing, as in a plain cell (IPython >= 8.8 has this).
-_silenceable = getattr(_ipy_magic, "output_can_be_silenced", lambda fn: fn)
 
 
 def _level(text: str) -> int:
@@ -125,6 +124,13 @@ class PpyMagics(Magics):
     )
     @argument("-v", "--verbose", action="store_true", help="Show the generated C++ and the build command.")
     @argument(
+        "-a",
+        "--annotate",
+        action="store_true",
+        help="After the cell runs, show each line of each @ppy.opt function: compiled (click it for the "
+        "ATen calls it became) or left Python, and why; like %%cython -a. ppy_magic.annotate(f) shows it later.",
+    )
+    @argument(
         "-O",
         dest="level",
         metavar="LEVEL",
@@ -134,7 +140,6 @@ class PpyMagics(Magics):
         "-O 0 leaves all of them Python, 1 is the straight translation, 2 builds constants once, "
         "3 also reuses dead temporaries in place while autograd is not recording.",
     )
-    @_silenceable
     @cell_magic
     def ppy(self, line: str, cell: str) -> Any:
         """Run the cell, compiling each top-level ``@ppy.opt(N)`` function into an ATen region.
@@ -174,7 +179,7 @@ class PpyMagics(Magics):
         shell = self.shell
         # A leading blank line keeps line numbers as the user sees them: line 1 is `%%ppy`.
         source = "\n" + shell.transform_cell(cell)
-        filename = shell.compile.cache(source, shell.execution_count, raw_code=cell)
+        filename = shell.compile.cache(source, _cell_number(shell), raw_code=cell)
         status = BuildStatus(self.show_build_status)
         try:
             binder = pipeline.compile_source(
@@ -188,10 +193,11 @@ class PpyMagics(Magics):
                 default_level=self.default_level,
                 level_override=args.level,
             )
-        except SyntaxError:
+        except SyntaxError as err:
             status.stop()
-            shell.showsyntaxerror(filename)
-            raise display.AlreadyShown() from None
+            if display.syntax_error(shell, err, filename):
+                return None
+            raise
         except CompileError as err:
             status.stop()
             if strict:
@@ -203,11 +209,15 @@ class PpyMagics(Magics):
         status.stop()
         report = binder.report
         body, last = _split_last_expression(source, filename)
+        ran = False
         try:
             pipeline.run(shell.compile(body, filename, "exec"), shell.user_ns, binder)
-            if last is None:
-                return None
-            return _evaluate(shell.compile(last, filename, "eval"), shell.user_ns, binder)
+            value = None if last is None else _evaluate(shell.compile(last, filename, "eval"), shell.user_ns, binder)
+            ran = True
+            # `f(x);` at the end shows nothing, as in a plain cell. (IPython's own check for this,
+            # `output_can_be_silenced`, tokenizes the cell after the magic returns, which fails with a
+            # second error on a cell with an unclosed bracket: a SyntaxError this magic shows itself.)
+            return None if _ends_with_semicolon(source) else value
         except BaseException as exc:
             display.cell_traceback(shell, exc, filename)
             raise
@@ -218,6 +228,19 @@ class PpyMagics(Magics):
             status.show(summary)
             if verbose:
                 display.build_details(self.cache, report)
+            if args.annotate and ran:  # under the summary, as the regions stand after the cell
+                display.rich(annotate(*_decorated(source, filename, shell.user_ns)))
+
+
+def _cell_number(shell: Any) -> int:
+    """The number IPython gave the running cell (``In [N]``), which tracebacks name as ``Cell In[N]``.
+
+    IPython 9 counts the cell before running it, so ``shell.execution_count``
+    is then the next cell's number; the running cell's own is on the
+    ExecutionResult the display hook holds while the cell runs.
+    """
+    number = getattr(display.running_cell(shell), "execution_count", None)
+    return number if isinstance(number, int) else shell.execution_count
 
 
 def _parse(func: Any, line: str) -> Any:
@@ -237,6 +260,29 @@ def _split_last_expression(source: str, filename: str) -> tuple[ast.Module, ast.
         last = ast.Expression(tree.body.pop().value)
         return tree, last
     return tree, None
+
+
+def _ends_with_semicolon(source: str) -> bool:
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    skip = (tokenize.ENDMARKER, tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT)
+    last = next((t for t in reversed(tokens) if t.type not in skip), None)
+    return last is not None and last.type == tokenize.OP and last.string == ";"
+
+
+def _decorated(source: str, filename: str, namespace: dict[str, Any]) -> list[Any]:
+    """The cell's top-level ``@ppy.opt`` functions, as the cell left them (regions or Python)."""
+    found = []
+    for node in ast.parse(source, filename).body:
+        f = namespace.get(node.name) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        python = getattr(f, "__wrapped__", f)
+        if getattr(getattr(python, "__code__", None), "co_filename", None) != filename:
+            continue  # not (or no longer) this cell's function
+        if getattr(f, "__ppy_region__", False) or getattr(f, "__ppy_opt__", None) is not None:
+            found.append(f)
+    return found
 
 
 def _evaluate(code: types.CodeType, namespace: dict[str, Any], binder: pipeline.CellBinder) -> Any:

@@ -101,11 +101,26 @@ def _build_commands(build_dir: str) -> str | None:
 # -- tracebacks ------------------------------------------------------------------------------------
 
 
-class AlreadyShown(Exception):
-    """The error was already shown another way (IPython's SyntaxError display); nothing more to show."""
+def running_cell(shell: Any) -> Any:
+    """The ExecutionResult of the cell running now (IPython's display hook holds it), or None."""
+    return getattr(getattr(shell, "displayhook", None), "exec_result", None)
 
-    def _render_traceback_(self) -> list[str]:
-        return []
+
+def syntax_error(shell: Any, err: SyntaxError, filename: str) -> bool:
+    """Show a SyntaxError in the cell as IPython shows one in a plain cell: the line and a caret, no frames.
+
+    Call it while handling `err`. The running cell then fails with `err`, so
+    the front end stops a Run All there and the kernel replies with an error,
+    but no second error output appears (a raised exception would bring the
+    magic's frames, or an empty error line of its own). False where no cell is
+    running (``run_cell_magic`` called directly): the caller raises `err`.
+    """
+    running = running_cell(shell)
+    if running is None:
+        return False
+    shell.showsyntaxerror(filename)
+    running.error_in_exec = err
+    return True
 
 
 def cell_traceback(shell: Any, exc: BaseException, filename: str) -> None:

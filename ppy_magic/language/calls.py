@@ -12,12 +12,13 @@ import inspect
 import linecache
 import textwrap
 import types
+import warnings
 from typing import Any
 
 import torch
 
 from ..errors import CompileError
-from . import adapters, ir, nn_modules, ops
+from . import adapters, ir, nn_modules, ops, param_kinds
 from .ir import Kind
 from .lists import CONSUMERS, ListMethod
 from .loops import StaticIteration
@@ -28,15 +29,17 @@ from .values import (
     PLAIN_FUNCTION_HINT,
     BoundMethod,
     CellFunction,
+    Closure,
+    KwArgs,
     ModuleValue,
     OptionalScalar,
     Static,
     TensorMethod,
+    Unbound,
     UnionValue,
     Unsupported,
     atoms_of,
     constant,
-    is_literal,
     kinds_of,
     rebuild,
     runtime_structure,
@@ -63,11 +66,22 @@ class CallCompiler:
         args = self.call_args(node.args)
         kwargs = {}
         for kw in node.keywords:
-            if kw.arg is None:
-                raise self.error(kw.value, "`**kwargs` in a call is not supported in a region")
+            if kw.arg is None:  # **kwargs of a callee that received them: passed on
+                spread = self.value(kw.value)
+                if not isinstance(spread, KwArgs):
+                    raise self.error(kw.value, "`**` of anything but a function's own **kwargs is not supported")
+                for k, v in spread.items:
+                    if k in kwargs:
+                        raise self.error(kw.value, f"got multiple values for keyword argument '{k}'")
+                    kwargs[k] = v
+                continue
+            if kw.arg in kwargs:
+                raise self.error(kw.value, f"got multiple values for keyword argument '{kw.arg}'")
             kwargs[kw.arg] = self.value(kw.value)
         if isinstance(func, TensorMethod):
             return self.method_call(node, func, args, kwargs)
+        if isinstance(func, Closure):
+            return self.call_closure(node, func, args, kwargs)
         if isinstance(func, ListMethod):
             return self.list_method_call(node, func, args, kwargs)
         if isinstance(func, Static):
@@ -106,7 +120,7 @@ class CallCompiler:
         t, name = m.receiver, m.name
         if name == "size":
             if not args and not kwargs:
-                return self.intrinsic("tensor_sizes", Kind.INTS, t)
+                return self.sized(self.intrinsic("tensor_sizes", Kind.INTS, t))
             d = args[0] if args else kwargs.get("dim")
             if getattr(d, "kind", None) == Kind.INT and len(args) + len(kwargs) == 1:
                 return self.intrinsic("tensor_size", Kind.INT, t, d)
@@ -132,9 +146,13 @@ class CallCompiler:
         display = ast.unparse(node.func)
         if fn is adapters.unsupported:
             raise Unsupported(self.message(node.args[0]) if node.args else "unsupported")
+        if fn is warnings.warn:
+            return self.warn(node, args, kwargs)
+        if fn is torch.finfo or fn is torch.iinfo:
+            return self.type_info_call(node, fn, args, kwargs)
         if fn in MATH_FUNCTIONS:
             return self.math_call(node, fn, args, kwargs)
-        if fn in (len, int, float, bool, abs, min, max, isinstance):
+        if fn in (len, int, float, bool, str, abs, min, max, isinstance):
             return self.builtin_call(node, fn, args, kwargs)
         if fn in CONSUMERS:
             raise self.error(node, f"{fn.__name__}() with these arguments is not supported in a region")
@@ -160,6 +178,33 @@ class CallCompiler:
             "Regions call torch operators and other @ppy.opt functions; ppy_magic.supported_ops() lists the operators.",
         )
 
+    # Warning categories a region can raise: c10's, which the runtime turns into Python's when the call ends.
+    _WARNINGS = {UserWarning: "warn", DeprecationWarning: "warn_deprecated"}
+
+    def warn(self, node: ast.Call, args: list, kwargs: dict) -> ir.Const:
+        """warnings.warn(message[, category][, stacklevel]): issued when the region returns, located at its
+        caller (the region has no Python frames of its own)."""
+        params = dict(zip(("message", "category", "stacklevel"), args, strict=False))
+        for k, v in kwargs.items():
+            if k not in ("message", "category", "stacklevel") or k in params:
+                raise self.error(node, f"warnings.warn() with {k}= is not supported in a region")
+            params[k] = v
+        category = params.get("category", ir.Const(None, Kind.NONE))
+        if isinstance(category, ir.Const) and category.kind == Kind.NONE:
+            category = Static(UserWarning)
+        name = self._WARNINGS.get(category.value) if isinstance(category, Static) else None
+        if name is None or "message" not in params:
+            raise self.error(
+                node,
+                "a region can issue warnings.warn(message) of a UserWarning or a DeprecationWarning only",
+                "Warn outside the region, or keep this function Python.",
+            )
+        message = params["message"]
+        if not (getattr(message, "kind", None) == Kind.STR):
+            raise self.error(node, "warnings.warn() in a region takes a str message")
+        self.check(name, message)
+        return ir.Const(None, Kind.NONE)
+
     def math_call(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
         if kwargs or len(args) != 1 or getattr(args[0], "kind", None) not in ir.SCALAR_KINDS:
             raise self.error(node, f"math.{fn.__name__} takes one number in a region")
@@ -170,6 +215,9 @@ class CallCompiler:
     def builtin_call(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
         if kwargs:
             raise self.error(node, f"{fn.__name__}() with keywords is not supported in a region")
+        if fn is isinstance and len(args) == 2 and isinstance(args[1], ir.Tup) and args[1].items:
+            parts = [self.builtin_call(node, fn, [args[0], t], {}) for t in args[1].items]
+            return ir.Const(any(p.value for p in parts), Kind.BOOL)  # each is known when compiled
         if fn is isinstance and len(args) == 2 and isinstance(args[1], Static):
             want = args[1].value
             kinds = {
@@ -177,15 +225,40 @@ class CallCompiler:
                 float: (Kind.FLOAT,),
                 bool: (Kind.BOOL,),
                 torch.Tensor: (Kind.TENSOR,),
+                torch.dtype: (Kind.DTYPE,),
+                torch.device: (Kind.DEVICE,),
                 str: (Kind.STR,),
-                tuple: (),
+                tuple: (Kind.INTS, Kind.TENSORS),  # run-time tuples (a torch.Size is one)
                 list: ir.LIST_KINDS,
             }
             if want in kinds:
                 v = args[0]
                 if isinstance(v, ir.Tup):
                     return ir.Const(want is (list if v.is_list else tuple), Kind.BOOL)
-                return ir.Const(getattr(v, "kind", None) in kinds[want], Kind.BOOL)
+                kind = getattr(v, "kind", None)
+                # what it could be when the region runs: an X or None; a number of any type; a list parameter,
+                # a list or a tuple as the caller passed it (None and the others are never the types above)
+                if kind in ir.HELD_BY:
+                    answers = {ir.HELD_BY[kind] in kinds[want], False}
+                elif kind == Kind.NUMBER:
+                    answers = {k in kinds[want] for k in (Kind.INT, Kind.FLOAT, Kind.BOOL)}
+                elif isinstance(v, ir.Var) and v.name in self.param_vars:
+                    answers = {want in (list, tuple), False}
+                else:
+                    answers = {kind in kinds[want]}
+                if len(answers) > 1:
+                    raise self.error(
+                        node,
+                        f"isinstance() of {ops.describe(v)} is decided by the value the region is given, "
+                        "not when it compiles",
+                        "Test `x is None`, or convert it first: list(xs), tuple(xs), float(n).",
+                    )
+                return ir.Const(answers.pop(), Kind.BOOL)
+        if fn is str and len(args) == 1:
+            pieces = self.formatted(node, args[0])
+            if all(isinstance(p, ir.Const) for p in pieces):
+                return ir.Const("".join(p.value for p in pieces), Kind.STR)
+            return self.intrinsic("str_concat", Kind.STR, *pieces)
         if len(args) == 1 and isinstance(args[0], ModuleValue) and fn is len:
             return self.module_len(node, args[0])
         if len(args) == 1:
@@ -279,6 +352,27 @@ class CallCompiler:
             return node, g, target.__code__.co_filename, file_lines
         return None
 
+    def call_closure(self, node: ast.Call, closure: Closure, args: list, kwargs: dict) -> Any:
+        """A lambda or nested def, compiled like a callee; its free names are extra arguments."""
+        if closure.env is not None:
+            env = closure.env
+        elif closure.owner == id(self):
+            env = tuple((n, self.locals[n]) for n in closure.free_names() if n in self.locals)
+        else:
+            raise self.error(node, "a function defined in another region's body cannot be called here")
+        for name, value in env:
+            if isinstance(value, Unbound):
+                raise self.error(node, f"'{name}' may be unbound here: {value.why}")
+        c = closure
+        return self.call_helper(node, c.node, c.g, c.filename, c.lines, args, kwargs, adapter=False, env=env)
+
+    def passed_on(self, value: Any) -> Any:
+        """A value given to another function: a closure of this one takes its free names' values now."""
+        if isinstance(value, Closure) and value.env is None and value.owner == id(self):
+            env = tuple((n, self.locals[n]) for n in value.free_names() if n in self.locals)
+            return Closure(value.node, value.owner, value.g, value.filename, value.lines, env)
+        return value
+
     def call_user(self, node: ast.Call, callee: tuple, args: list, kwargs: dict) -> Any:
         fdef, g, filename, lines = callee
         return self.call_helper(node, fdef, g, filename, lines, args, kwargs, adapter=False)
@@ -298,43 +392,70 @@ class CallCompiler:
         args: list,
         kwargs: dict,
         adapter: bool,
+        env: tuple[tuple[str, Any], ...] = (),
         display: str | None = None,
     ) -> Any:
         who = display or fdef.name
         if not adapter and (fdef in self.ctx.stack or fdef is self.ctx.root):
             raise self.error(node, f"'{who}' calls itself; recursion is not supported in a region")
-        params = fdef.args
-        if params.kwarg or params.kwonlyargs or params.posonlyargs or (params.vararg and not adapter):
-            raise self.error(node, f"calling '{who}': only plain positional parameters are supported")
-        names = [a.arg for a in params.args]
-        defaults = dict(zip(names[len(names) - len(params.defaults) :], params.defaults, strict=True))
-        if params.vararg:  # adapters of variadic torch functions (torch.einsum): extra arguments as a tuple
-            args = list(args[: len(names)]) + [ir.Tup(tuple(args[len(names) :]))]
-            names.append(params.vararg.arg)
-        if len(args) > len(names):
-            raise self.error(node, f"{who}() takes {len(names)} arguments but {len(args)} were given")
-        bound: dict[str, Any] = dict(zip(names, args, strict=False))  # fewer args: the rest by keyword or default
-        for k, v in kwargs.items():
-            if k not in names or k in bound:
-                raise self.error(node, f"{who}() got an unexpected or repeated argument '{k}'")
-            bound[k] = v
-        for n in names:
-            if n not in bound:
-                if n not in defaults:
-                    raise self.error(node, f"{who}() missing required argument '{n}'")
-                c = constant(ast.literal_eval(defaults[n])) if is_literal(defaults[n]) else None
-                if c is None:
-                    raise self.error(node, f"the default of '{n}' in {who}() is not a literal")
-                bound[n] = c
-        key = (id(fdef), tuple((n, structure_of(bound[n])) for n in names))
-        if key not in self.ctx.specialised:
-            self.ctx.specialised[key] = self.specialise(node, fdef, g, filename, lines, names, bound, adapter, who)
-        symbol, structure, kinds = self.ctx.specialised[key]
+        args = [self.passed_on(a) for a in args]
+        kwargs = {k: self.passed_on(v) for k, v in kwargs.items()}
+        names, bound = self.bind_arguments(node, fdef, g, args, kwargs)
+        for name, value in env:  # a closure's free names: extra arguments of its helper
+            if name not in bound:
+                names.append(name)
+                bound[name] = value
         runtime_args = tuple(a for n in names for a in atoms_of(bound[n]) if isinstance(a, ir.Var))
+        # which arguments hold a list parameter (a list or a tuple, as the caller passed it): the callee knows too
+        lists = tuple(i for i, a in enumerate(runtime_args) if a.name in self.param_vars)
+        key = (id(fdef), tuple((n, structure_of(bound[n])) for n in names), lists)
+        if key not in self.ctx.specialised:
+            self.ctx.specialised[key] = self.specialise(
+                node, fdef, g, filename, lines, names, bound, adapter, who, lists
+            )
+        symbol, structure, kinds = self.ctx.specialised[key]
         targets = tuple(self.new_var("r", k) for k in kinds)
         self.emit(ir.Assign(targets, ir.CallFunction(symbol, runtime_args), self.line()))
         it = iter(targets)
         return rebuild(structure, it)
+
+    def bind_arguments(
+        self, node: ast.AST, fdef: ast.FunctionDef, g: Globals, args: list, kwargs: dict
+    ) -> tuple[list[str], dict[str, Any]]:
+        """The callee's parameters bound to the call's values as Python binds them: positional-only and
+        plain parameters, `*args` (a tuple), keyword-only ones, `**kwargs` (a KwArgs); then defaults."""
+        who, params = fdef.name, fdef.args
+        positional = [a.arg for a in params.posonlyargs + params.args]
+        keyword = {a.arg for a in params.args + params.kwonlyargs}
+        defaults = dict(zip(positional[len(positional) - len(params.defaults) :], params.defaults, strict=True))
+        defaults.update({a.arg: d for a, d in zip(params.kwonlyargs, params.kw_defaults, strict=True) if d is not None})
+        if len(args) > len(positional) and not params.vararg:
+            raise self.error(node, f"{who}() takes {len(positional)} positional arguments but {len(args)} were given")
+        bound: dict[str, Any] = dict(zip(positional, args, strict=False))  # the rest by keyword or default
+        extra: list[tuple[str, Any]] = []
+        for k, v in kwargs.items():
+            if k in keyword and k not in bound:
+                bound[k] = v
+            elif params.kwarg and k not in bound:
+                extra.append((k, v))
+            else:
+                raise self.error(node, f"{who}() got an unexpected or repeated argument '{k}'")
+        names = positional + ([params.vararg.arg] if params.vararg else []) + [a.arg for a in params.kwonlyargs]
+        if params.vararg:
+            bound[params.vararg.arg] = ir.Tup(tuple(args[len(positional) :]))
+        for n in names:
+            if n not in bound:
+                if n not in defaults:
+                    raise self.error(node, f"{who}() missing required argument '{n}'")
+                ok, value = param_kinds.default_value(defaults[n], g)
+                c = constant(value) if ok else None
+                if c is None:
+                    raise self.error(node, f"the default of '{n}' in {who}() is not known when compiling")
+                bound[n] = c
+        if params.kwarg:
+            names.append(params.kwarg.arg)
+            bound[params.kwarg.arg] = KwArgs(tuple(extra))
+        return names, bound
 
     def specialise(
         self,
@@ -347,6 +468,7 @@ class CallCompiler:
         bound: dict,
         adapter: bool,
         who: str,
+        lists: tuple[int, ...] = (),
     ) -> tuple[str, Any, tuple[Kind, ...]]:
         for runtime_returns in (False, True):
             sub = type(self)(
@@ -356,11 +478,14 @@ class CallCompiler:
             params: list[ir.Var] = []
             for n in names:
                 sub.locals[n] = sub.rename_params(bound[n], n, params)
+            sub.param_vars.update(params[i].name for i in lists)
             self.ctx.stack.append(fdef)
             try:
                 sub.compile_body(fdef.body)
-            except Unsupported:
-                raise
+            except Unsupported as exc:
+                if self.adapter:
+                    raise  # up to the call in user code
+                raise self.error(node, str(exc)) from None
             except CompileError as err:
                 if adapter:
                     raise self.error(node, err.message, err.hint) from None
@@ -378,7 +503,8 @@ class CallCompiler:
                 raise self.error(node, f"'{who}' returns different kinds of value on different paths")
         structure = structures.pop()
         kinds = kinds_of(structure)
-        symbol = f"ppy_fn_{len(self.ctx.helpers)}_{who.replace('.', '_').strip('_')}"
+        stem = "".join(ch if ch.isalnum() else "_" for ch in who).strip("_") or "fn"  # <lambda>: lambda; A.f: A_f
+        symbol = f"ppy_fn_{len(self.ctx.helpers)}_{stem}"
         body = tuple(sub.body)
         self.ctx.helpers.append(ir.Helper(symbol, tuple(params), body, kinds, not adapter))
         if not adapter:
@@ -392,6 +518,11 @@ class CallCompiler:
         if isinstance(value, ir.Tup):
             items = tuple(self.rename_params(v, name, params) for v in value.items)
             return ir.Tup(items, value.structseq, value.is_list, value.origin)
+        if isinstance(value, KwArgs):
+            return KwArgs(tuple((k, self.rename_params(v, k, params)) for k, v in value.items))
+        if isinstance(value, Closure) and value.env is not None:
+            env = tuple((k, self.rename_params(v, k, params)) for k, v in value.env)
+            return Closure(value.node, value.owner, value.g, value.filename, value.lines, env)
         if isinstance(value, ModuleValue):
             return ModuleValue(self.rename_params(value.atom, name, params), value.mtype, name)
         if isinstance(value, OptionalScalar):
@@ -403,5 +534,5 @@ class CallCompiler:
         if isinstance(value, ir.Var):
             var = self.new_var(name, value.kind)
             params.append(var)
-            return var
+            return self.sized(var) if value.size else var
         return value

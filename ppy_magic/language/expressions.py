@@ -26,6 +26,7 @@ from .values import (
     PY_UNARYOPS,
     SYMBOLS,
     CellFunction,
+    Closure,
     MaybeBound,
     ModuleValue,
     OptionalScalar,
@@ -114,6 +115,9 @@ class ExpressionCompiler:
         kind = getattr(base, "kind", None)
         if kind == Kind.TENSOR:
             return self.tensor_attribute(node, base)
+        value = self.attribute_of_value(node, base)  # devices, dtypes, named tuples, torch.finfo/iinfo
+        if value is not None:
+            return value
         if isinstance(base, ir.Tup) or kind in ir.SEQUENCE_KINDS:
             return self.list_attribute(node, base)
         raise self.error(node, f"attribute `.{node.attr}` of {ops.describe(base)} is not supported in a region")
@@ -132,7 +136,8 @@ class ExpressionCompiler:
         a = node.attr
         if a in self._TENSOR_ATTRIBUTES:
             name, kind = self._TENSOR_ATTRIBUTES[a]
-            return self.intrinsic(name, kind, t)
+            value = self.intrinsic(name, kind, t)
+            return self.sized(value) if a == "shape" else value
         if a in self._TENSOR_PROPERTIES:
             return self.call_op(
                 node, ops.OpSpec(self._TENSOR_PROPERTIES[a]), [t], {}, method=True, display=f"Tensor.{a}"
@@ -152,16 +157,47 @@ class ExpressionCompiler:
                 or part.format_spec is not None
             ):
                 raise self.error(part, "only plain {value} fields are supported in an f-string in a region")
-            v = self.value(part.value)
-            if isinstance(v, ir.Const) and v.kind != Kind.DTYPE:
-                parts.append(ir.Const(str(v.value), Kind.STR))
-            elif getattr(v, "kind", None) in (Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.STR, Kind.INTS):
-                parts.append(v)
-            else:
-                raise self.error(part, f"formatting {ops.describe(v)} in an f-string is not supported in a region")
+            parts += self.formatted(part, self.value(part.value))
         if all(isinstance(p, ir.Const) for p in parts):
             return ir.Const("".join(p.value for p in parts), Kind.STR)
         return self.intrinsic("str_concat", Kind.STR, *parts)
+
+    def formatted(self, node: ast.AST, v: Any) -> list[Any]:
+        """The pieces of str(v) in an f-string: constants as text, runtime values formatted by the region."""
+        if isinstance(v, ir.Const):
+            return [ir.Const(str(v.value), Kind.STR)]
+        if isinstance(v, ir.Tup) and v.structseq is None:
+            opening, closing = ("[", "]") if v.is_list else ("(", ",)" if len(v.items) == 1 else ")")
+            pieces: list[Any] = [ir.Const(opening, Kind.STR)]
+            for i, item in enumerate(v.items):
+                if i:
+                    pieces.append(ir.Const(", ", Kind.STR))
+                if getattr(item, "kind", None) == Kind.STR:  # repr() inside a container
+                    raise self.error(node, "formatting a tuple of str in an f-string is not supported in a region")
+                pieces += self.formatted(node, item)
+            pieces.append(ir.Const(closing, Kind.STR))
+            return pieces
+        if getattr(v, "kind", None) == Kind.INTS and not v.size:
+            raise self.error(
+                node,
+                "formatting a sequence of ints known only at run time is not supported in a region: "
+                "whether Python holds a tuple or a list there is not known when compiling",
+                "Format its items, or keep this function Python.",
+            )
+        if getattr(v, "kind", None) in (Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.STR, Kind.INTS, Kind.DTYPE, Kind.DEVICE):
+            return [v]
+        if getattr(v, "kind", None) in (Kind.OPT_INT, Kind.OPT_FLOAT, Kind.OPT_BOOL, Kind.OPT_DTYPE):
+            return [v]  # "None" or the value
+        raise self.error(node, f"formatting {ops.describe(v)} in an f-string is not supported in a region")
+
+    def visit_Lambda(self, node: ast.Lambda) -> Closure:
+        fdef = ast.FunctionDef(
+            name="<lambda>", args=node.args, body=[ast.Return(node.body)], decorator_list=[], returns=None
+        )
+        ast.copy_location(fdef, node)
+        ast.copy_location(fdef.body[0], node.body)
+        fdef.end_lineno, fdef.end_col_offset = node.end_lineno, node.end_col_offset
+        return Closure(fdef, id(self), self.g, self.filename, self.source_lines)
 
     def visit_Tuple(self, node: ast.Tuple) -> ir.Tup:
         return ir.Tup(tuple(self.starred_items(node.elts)))
@@ -225,6 +261,8 @@ class ExpressionCompiler:
                 )
         if lk in ir.SCALAR_KINDS and rk in ir.SCALAR_KINDS:
             return self.scalar_binop(node, op, lhs, rhs)
+        if lk == rk == Kind.STR and type(op) is ast.Add:
+            return self.intrinsic("str_concat", Kind.STR, lhs, rhs)
         raise self.error(
             node, f"`{symbol}` on {ops.describe(lhs)} and {ops.describe(rhs)} is not supported in a region"
         )
@@ -280,17 +318,22 @@ class ExpressionCompiler:
 
     def sequence_binop(self, node: ast.AST, op: ast.operator, lhs: Any, rhs: Any) -> Any:
         if type(op) is ast.Add and isinstance(lhs, ir.Tup) and isinstance(rhs, ir.Tup):
-            return ir.Tup(lhs.items + rhs.items)
+            return ir.Tup(lhs.items + rhs.items, is_list=lhs.is_list)
         if type(op) is ast.Add and all(
             isinstance(v, ir.Tup) or getattr(v, "kind", None) == Kind.INTS for v in (lhs, rhs)
         ):
-            return self.intrinsic("seq_concat", Kind.INTS, self.as_ints(node, lhs), self.as_ints(node, rhs))
+            for v in (lhs, rhs):  # a list parameter + a tuple fails in Python where the caller passed a list
+                self.not_a_list_parameter(node, v, "`+` on a list parameter (or a slice of one)")
+            out = self.intrinsic("seq_concat", Kind.INTS, self.as_ints(node, lhs), self.as_ints(node, rhs))
+            # a torch.Size on either side makes a torch.Size (Size.__add__ and __radd__)
+            return self.sized(out) if getattr(lhs, "size", False) or getattr(rhs, "size", False) else out
         if type(op) is ast.Mult:
             seq, n = (lhs, rhs) if isinstance(lhs, ir.Tup) or getattr(lhs, "kind", None) == Kind.INTS else (rhs, lhs)
             if isinstance(seq, ir.Tup) and isinstance(n, ir.Const) and n.kind in (Kind.INT, Kind.BOOL):
-                return ir.Tup(seq.items * int(n.value))
+                return ir.Tup(seq.items * int(n.value), is_list=seq.is_list)
             if getattr(n, "kind", None) in (Kind.INT, Kind.BOOL):  # `(1,) * (x.ndim - 1)`: a run-time length
-                return self.intrinsic("seq_repeat", Kind.INTS, self.as_ints(node, seq), self.as_int(n))
+                out = self.intrinsic("seq_repeat", Kind.INTS, self.as_ints(node, seq), self.as_int(n))
+                return self.sized(out) if getattr(seq, "size", False) else out  # a torch.Size * n is one
         raise self.error(
             node,
             f"`{SYMBOLS.get(type(op), '?')}` on {ops.describe(lhs)} and {ops.describe(rhs)} "
@@ -366,10 +409,10 @@ class ExpressionCompiler:
             return self.call_op(node, ops.OpSpec("is_nonzero"), [v], {}, method=True, display="bool(Tensor)")
         if kind == Kind.NUMBER:
             return self.intrinsic("number_truth", Kind.BOOL, v)
-        if kind == Kind.OPT_TENSOR:
+        if kind in ir.HELD_BY:
             raise self.error(
                 node,
-                "the truth of a Tensor-or-None value is not supported in a region",
+                f"the truth of a {ir.KIND_NAMES[kind]} value is not supported in a region",
                 "Test `x is not None` instead.",
             )
         raise self.error(node, f"the truth of {ops.describe(v)} is not supported in a region")
@@ -473,17 +516,23 @@ class ExpressionCompiler:
             return self.intrinsic(f"exact_{cmp}", Kind.BOOL, a, b)
         if ka == kb == Kind.STR and t in (ast.Eq, ast.NotEq):
             return self.intrinsic(f"str_{cmp}", Kind.BOOL, a, b)
-        if ka == Kind.DTYPE and kb == Kind.DTYPE and t in (ast.Eq, ast.NotEq):
+        if ka == kb and ka in (Kind.DTYPE, Kind.DEVICE) and t in (ast.Eq, ast.NotEq):
             return self.intrinsic(cmp, Kind.BOOL, a, b)
+        if {ka, kb} == {Kind.DEVICE, Kind.STR} and t in (ast.Eq, ast.NotEq):
+            return ir.Const(t is ast.NotEq, Kind.BOOL)  # a torch.device never equals a str
         if t in (ast.Eq, ast.NotEq) and (isinstance(a, ir.Tup) or isinstance(b, ir.Tup) or ka == Kind.INTS):
             lhs, rhs = self.as_ints(node, a), self.as_ints(node, b)
             return self.intrinsic(cmp, Kind.BOOL, lhs, rhs)
         raise self.error(node, f"comparing {ops.describe(a)} with {ops.describe(b)} is not supported in a region")
 
     def membership(self, node: ast.AST, is_in: bool, a: Any, b: Any) -> ir.Atom:
-        """`a in (b, c)` for ints, bools and strs: `a == b or a == c`, stopping at the first that holds
-        (floats are left out: Python's `in` tests identity first, and a NaN is equal to itself there)."""
-        kinds = (Kind.INT, Kind.BOOL, Kind.STR)
+        """`a in (b, c)` for ints, bools, strs and dtypes: `a == b or a == c`, stopping at the first that holds
+        (floats are left out: Python's `in` tests identity first, and a NaN is equal to itself there); `a in s`
+        of an int and a sequence of ints known at run time (`d in x.shape`)."""
+        if getattr(b, "kind", None) == Kind.INTS and getattr(a, "kind", None) in (Kind.INT, Kind.BOOL):
+            found = self.intrinsic("seq_contains", Kind.BOOL, b, self.as_int(a))
+            return found if is_in else self.intrinsic("not", Kind.BOOL, found)
+        kinds = (Kind.INT, Kind.BOOL, Kind.STR, Kind.DTYPE)
         if not (
             isinstance(b, ir.Tup)
             and getattr(a, "kind", None) in kinds
@@ -512,16 +561,26 @@ class ExpressionCompiler:
             if isinstance(b, ModuleValue):
                 return ir.Const(not is_, Kind.BOOL)
             kind = getattr(b, "kind", None)
-            if kind == Kind.OPT_TENSOR:
+            if kind in ir.HELD_BY:
                 return self.intrinsic("is_none" if is_ else "is_not_none", Kind.BOOL, b)
-            if isinstance(b, ir.Const) or kind is not None or isinstance(b, (ir.Tup, Static)):
+            if isinstance(b, ir.Const) or kind is not None or isinstance(b, (ir.Tup, Static, Closure)):
                 same = isinstance(b, ir.Const) and b.kind == Kind.NONE
                 return ir.Const(same == is_, Kind.BOOL)
         if isinstance(a, Static) and isinstance(b, Static):
             return ir.Const((a.value is b.value) == is_, Kind.BOOL)
-        raise self.error(node, "`is` is supported in a region only to compare with None")
+        tensors = (Kind.TENSOR, Kind.OPT_TENSOR)
+        if getattr(a, "kind", None) in tensors and getattr(b, "kind", None) in tensors:
+            if a == b:  # one variable
+                return ir.Const(is_, Kind.BOOL)
+            # One Python object per TensorImpl (PyTorch keeps them paired), so the same object is the same impl.
+            same = self.intrinsic("same_tensor", Kind.BOOL, a, b)
+            return same if is_ else self.intrinsic("not", Kind.BOOL, same)
+        if isinstance(a, ir.Const) and isinstance(b, ir.Const) and a.kind == b.kind == Kind.DTYPE:
+            return ir.Const((a.value is b.value) == is_, Kind.BOOL)
+        raise self.error(node, "`is` is supported in a region to compare with None, tensors with tensors")
 
     def visit_IfExp(self, node: ast.IfExp) -> Any:
+        narrowed = self.narrowing(node.test)
         test = self.truth(node.test)
         if isinstance(test, ir.Const):
             return self.value(node.body if test.value else node.orelse)

@@ -11,8 +11,8 @@ the offending node. The rules:
   (``modules.py``);
 - the level in ``@ppy.opt(...)`` is an int literal from 0 to ``MAX_LEVEL`` (``compile_decorated``);
 - it is not ``async``, not a generator, does not call itself, has no other decorator, and
-  its parameters are plain positional ones: no ``*args``/``**kwargs``, no keyword-only or
-  positional-only parameters (``check_function``, in this order);
+  its parameters are plain positional ones, with ``*args``/``**kwargs`` allowed, but no
+  keyword-only or positional-only parameters (``check_function``, in this order);
 - its body is in the region language (``function.translate``).
 
 The pipeline (a cell, a file) calls ``decorated_functions``, ``compile_decorated`` and
@@ -102,11 +102,14 @@ def compile_function(
     source_lines: list[str],
     level: int,
     owner: ast.ClassDef | None = None,
+    overrides: dict[str, ir.Kind] | None = None,
 ) -> ir.Function:
-    """The IR of one function (a method of `owner`), or a located CompileError saying why it stays Python."""
+    """The IR of one function (a method of `owner`), or a located CompileError saying why it stays Python.
+    `overrides`: the kinds of unannotated parameters without a default (tensors otherwise), as a first call
+    gave them."""
     check_function(fn, g, filename, source_lines, owner)
     assert isinstance(fn, ast.FunctionDef)  # check_function refuses `async def`
-    return translate(fn, g, filename, source_lines, level, owner)
+    return translate(fn, g, filename, source_lines, level, owner, overrides)
 
 
 def check_function(
@@ -143,9 +146,6 @@ def check_function(
             others[0], "a region cannot have other decorators", "Apply other decorators to a wrapper, or drop @ppy.opt."
         )
     a = fn.args
-    star = a.vararg or a.kwarg
-    if star is not None:
-        raise refuse(star, "*args and **kwargs are not supported in a region", "Name every parameter.")
     if a.kwonlyargs or a.posonlyargs:
         raise refuse(
             (a.kwonlyargs or a.posonlyargs)[0],

@@ -18,15 +18,14 @@ has already accepted.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from ..errors import CompileError, Location, debug
-from . import ir, ops
+from . import ir, ops, param_kinds
 from .calls import CallCompiler
 from .expressions import ExpressionCompiler
 from .indexing import IndexCompiler
@@ -34,9 +33,10 @@ from .ir import Kind
 from .lists import ListCompiler, RuntimeListNeeded
 from .loops import LoopCompiler, LoopFrame, _Widen
 from .modules import LayoutBuilder, ModuleCompiler, freeze_plan
-from .namespace import Globals, function_key, static_value
+from .namespace import Globals, function_key
+from .pyvalues import PyValueCompiler
 from .statements import StatementCompiler
-from .values import ANNOTATIONS, HINTS, ModuleValue, Unsupported, describe_node, is_literal
+from .values import HINTS, KwArgs, ModuleValue, Unsupported, describe_node
 
 # ---- located errors ------------------------------------------------------------------------------
 
@@ -103,6 +103,7 @@ class FunctionCompiler(
     ExpressionCompiler,
     IndexCompiler,
     CallCompiler,
+    PyValueCompiler,
     ModuleCompiler,
     ast.NodeVisitor,
 ):
@@ -189,6 +190,10 @@ class FunctionCompiler(
         self.emit(ir.Assign((var,), value, self.line()))
         return var
 
+    def sized(self, var: ir.Var) -> ir.Var:
+        """`var`, known to be a torch.Size in Python (see ir.Var.size)."""
+        return dataclasses.replace(var, size=True)
+
     def intrinsic(self, name: str, kind: Kind, *args: ir.Atom) -> ir.Var:
         """A temporary of `kind` set from intrinsic `name` (one of ``ir.INTRINSICS``)."""
         return self.assign(ir.Intrinsic(name, tuple(args)), kind)
@@ -225,55 +230,84 @@ class FunctionCompiler(
 
 # ---- one function -> ir.Function ------------------------------------------------------------------
 
-_OPTIONAL_TENSOR = frozenset(
-    {
-        "Tensor|None",
-        "torch.Tensor|None",
-        "Optional[Tensor]",
-        "Optional[torch.Tensor]",
-        "typing.Optional[torch.Tensor]",
-        "None|torch.Tensor",
-        "None|Tensor",
-    }
-)
-_TENSOR_LIST = frozenset(
-    {
-        "list[torch.Tensor]",
-        "List[torch.Tensor]",
-        "list[Tensor]",
-        "List[Tensor]",
-        "tuple[torch.Tensor,...]",
-        "Sequence[torch.Tensor]",
-    }
-)
-_DEFAULT_TYPES = {Kind.FLOAT: float, Kind.INT: int, Kind.BOOL: bool, Kind.STR: str}
+# A function's parameters of two kinds (ir.VARIANTS: a number, a device) are compiled for both, nested:
+# at most this many, so the body is compiled at most 2**MAX_VARIANTS times; others take their second
+# kind only (a float; a torch.device): a value of the first kind runs the Python body, exactly.
+MAX_VARIANTS = 3
 
 
-def _param_kind(compiler: FunctionCompiler, arg: ast.arg, default: ast.expr | None) -> Kind:
+def _param(
+    compiler: FunctionCompiler, arg: ast.arg, default: ast.expr | None, overrides: dict[str, Kind]
+) -> tuple[Kind | str, Any, bool]:
+    """A parameter's kind, its default and whether it has one."""
+    has_default = default is not None
+    value = None
+    if has_default:
+        ok, value = param_kinds.default_value(default, compiler.g)
+        if not ok:
+            raise compiler.error(default, "a default value must be a literal, a dtype or a torch.device in a region")
     ann = arg.annotation
     if ann is None:
-        if default is not None and isinstance(default, ast.Constant) and default.value is None:
-            return Kind.OPT_TENSOR
-        return Kind.TENSOR  # documented: unannotated parameters are tensors
-    obj = static_value(ann, compiler.g)
-    if obj is torch.Tensor or obj is torch.nn.Parameter:
-        return Kind.TENSOR
-    if obj in (float, int, bool, str):
-        return ANNOTATIONS[obj.__name__]
-    if obj is list:
-        return Kind.TENSORS
-    text = ast.unparse(ann).replace(" ", "")
-    if text in _OPTIONAL_TENSOR:
-        return Kind.OPT_TENSOR
-    if text in _TENSOR_LIST:
-        return Kind.TENSORS
-    if isinstance(ann, ast.Constant) and isinstance(ann.value, str) and ann.value in ANNOTATIONS:
-        return ANNOTATIONS[ann.value]
-    raise compiler.error(
-        ann,
-        f"parameter '{arg.arg}' has an annotation a region does not understand",
-        "Annotate parameters as torch.Tensor, float, int, bool, str, torch.Tensor | None or list[torch.Tensor].",
-    )
+        if not has_default:  # a tensor, unless the first call said otherwise (pipeline.respecialise)
+            return overrides.get(arg.arg, Kind.TENSOR), None, False
+        kind = param_kinds.default_kind(value)
+        if kind is None:
+            raise compiler.error(
+                default, f"the default {value!r} does not say what parameter '{arg.arg}' holds; annotate it"
+            )
+        return kind, value, True
+    try:
+        kind = param_kinds.annotation_kind(ann, compiler.g)
+    except param_kinds.NotUnderstood:
+        raise compiler.error(
+            ann,
+            f"parameter '{arg.arg}' has an annotation a region does not understand",
+            "Annotate parameters as torch.Tensor, float, int, bool, str, torch.dtype, torch.device, "
+            "tuple[int, ...], list[torch.Tensor], or any of them | None.",
+        ) from None
+    if has_default and not param_kinds.default_fits(kind, value):
+        raise compiler.error(default, f"default {value!r} does not match the parameter's annotation")
+    return kind, value, has_default
+
+
+def _compile_per_variant(comp: FunctionCompiler, body: list[ast.stmt], variants: list) -> None:
+    """The body, once per combination of the kinds its two-kind parameters hold, chosen at run time by
+    what each holds: Python keeps an int an int in a float parameter, a str a str in a device one."""
+    if not variants:
+        comp.compile_body(body)
+        return
+    (name, selector, first, second), rest = variants[0], variants[1:]
+    paths = []
+    for value in (first, second):
+        with comp.block() as path:
+            comp.locals[name] = value
+            _compile_per_variant(comp, body, rest)
+        paths.append(path)
+    comp.emit(ir.If(selector, tuple(paths[0].body), tuple(paths[1].body), 0))
+    comp.terminated = paths[0].terminated and paths[1].terminated
+
+
+def translate(
+    fn: ast.FunctionDef,
+    g: Globals,
+    filename: str,
+    source_lines: list[str],
+    level: int,
+    owner: ast.ClassDef | None = None,
+    overrides: dict[str, Kind] | None = None,
+) -> ir.Function:
+    """The IR of a function the front door accepted (plain positional parameters, no decorators
+    but @ppy.opt, not async, no generator); CompileError if its body is outside the language.
+    A method (`owner` is its class) reads its first parameter's attributes through the plan.
+
+    Two-kind parameters (ir.VARIANTS) are compiled for both kinds; where the body is outside the
+    language for one of them (`min(a, 3.0)` of an int `a` may be an int or a float), the function is
+    compiled for their second kind only, and a value of the first kind runs the Python body."""
+    overrides = overrides or {}
+    try:
+        return _translate(fn, g, filename, source_lines, level, owner, overrides, MAX_VARIANTS)
+    except CompileError:
+        return _translate(fn, g, filename, source_lines, level, owner, overrides, 0)
 
 
 def classes_of(g: Globals, filename: str, source_lines: list[str]) -> Any:
@@ -286,24 +320,23 @@ def classes_of(g: Globals, filename: str, source_lines: list[str]) -> Any:
     return found
 
 
-def translate(
+def _translate(
     fn: ast.FunctionDef,
     g: Globals,
     filename: str,
     source_lines: list[str],
     level: int,
-    owner: ast.ClassDef | None = None,
+    owner: ast.ClassDef | None,
+    overrides: dict[str, Kind],
+    max_variants: int,
 ) -> ir.Function:
-    """The IR of a function the front door accepted (plain positional parameters, no decorators
-    but @ppy.opt, not async, no generator); CompileError if its body is outside the language.
-    A method (`owner` is its class) reads its first parameter's attributes through the plan.
-
-    A list the body changes is learnt while compiling (``RuntimeListNeeded``): the function is
-    compiled again with that list made a run-time list from the start."""
+    """One attempt at most `max_variants` two-kind parameters. A list the body changes is learnt while
+    compiling (``RuntimeListNeeded``): the function is compiled again with that list made a run-time list
+    from the start."""
     list_kinds: dict[Any, Kind] = {}
     while True:
         try:
-            return _translate(fn, g, filename, source_lines, level, owner, list_kinds)
+            return _translate_once(fn, g, filename, source_lines, level, owner, overrides, max_variants, list_kinds)
         except RuntimeListNeeded as need:
             if need.key in list_kinds or len(list_kinds) > 256:
                 raise located_error(
@@ -317,13 +350,15 @@ def translate(
             list_kinds[need.key] = need.kind
 
 
-def _translate(
+def _translate_once(
     fn: ast.FunctionDef,
     g: Globals,
     filename: str,
     source_lines: list[str],
     level: int,
     owner: ast.ClassDef | None,
+    overrides: dict[str, Kind],
+    max_variants: int,
     list_kinds: dict,
 ) -> ir.Function:
     from .classes import ClassRef, ModType
@@ -332,6 +367,7 @@ def _translate(
     comp = FunctionCompiler(fn, g, filename, source_lines, ctx, region_name=fn.name)
     a = fn.args
     params = []
+    variants: list[tuple[str, ir.Var, ir.Var, ir.Var]] = []  # (name, selector, as the first kind, the second)
     param_layouts = []
     defaults = [None] * (len(a.args) - len(a.defaults)) + list(a.defaults)
     for i, (arg, default) in enumerate(zip(a.args, defaults, strict=True)):
@@ -349,28 +385,41 @@ def _translate(
             param_layouts.append(comp.layout(mtype).index)
             continue
         param_layouts.append(-1)
-        kind = _param_kind(comp, arg, default)
-        value, has_default = None, default is not None
-        if has_default:
-            if not is_literal(default):
-                raise comp.error(default, "a default value must be a literal in a region")
-            value = ast.literal_eval(default)
-            ok = _DEFAULT_TYPES.get(kind)
-            if not ((ok is not None and type(value) is ok) or (kind == Kind.OPT_TENSOR and value is None)):
-                raise comp.error(
-                    default,
-                    f"default {value!r} does not match the parameter's annotation",
-                    "Give float parameters float defaults (1.0, not 1).",
-                )
+        kind, value, has_default = _param(comp, arg, default, overrides)
+        if kind in ir.VARIANTS and len(variants) < max_variants:
+            first_kind, second_kind = ir.VARIANTS[kind]
+            first = comp.new_var(arg.arg, first_kind)  # first: the parameter's own name, for keywords
+            parts = (comp.new_var(f"{arg.arg}_is_{first_kind.name.lower()}", Kind.BOOL), first)
+            parts += (comp.new_var(arg.arg, second_kind),)
+            variants.append((arg.arg, *parts))
+            params.append(ir.Param(first.name, kind, value, has_default, parts))
+            continue
+        if kind in ir.VARIANTS:
+            kind = ir.VARIANTS[kind][1]
         var = comp.new_var(arg.arg, kind)
         comp.locals[arg.arg] = var
-        if kind == Kind.TENSORS:
+        if kind in (Kind.TENSORS, Kind.INTS):  # the runtime takes a list or a tuple for either
             comp.param_vars.add(var.name)
         params.append(ir.Param(var.name, kind, value, has_default))
+    # *args and **kwargs: ignored when the body never reads them (the call may pass anything there);
+    # otherwise the region is for calls that pass none (others run the Python body) and they are empty.
+    extras = 0
+    read = {n.id for n in ast.walk(ast.Module(body=fn.body, type_ignores=[])) if isinstance(n, ast.Name)}
+    for star, bit, empty in ((a.vararg, 1, ir.Tup(())), (a.kwarg, 2, KwArgs(()))):
+        if star is not None:
+            if star.arg in read:
+                comp.locals[star.arg] = empty
+            else:
+                extras |= bit
     try:
-        comp.compile_body(fn.body)
+        _compile_per_variant(comp, fn.body, variants)
     except Unsupported as exc:
         raise comp.error(fn, str(exc)) from None
+    except CompileError as err:
+        if not any(star is not None and star.arg in read for star in (a.vararg, a.kwarg)):
+            raise
+        hint = "The region is built for calls that pass nothing in *args and **kwargs; name what it reads."
+        raise CompileError(err.message, err.loc, hint, err.function, err._source_line) from None
     if not comp.terminated:
         raise comp.error(fn, "a region must end with `return`", "Return the result tensor(s).")
     specs = {s for s, _ in comp.returns} or {ir.RETURN_CODES[Kind.NONE]}  # no return: it never returns
@@ -400,6 +449,12 @@ def _translate(
         result_types=tuple(ctx.result_types),
         source_lines=lines,
         frozen_globals=dict(ctx.frozen),
+        extras=extras,
+        untyped=tuple(
+            i
+            for i, (arg, d) in enumerate(zip(a.args, defaults, strict=True))
+            if arg.annotation is None and d is None and not (owner is not None and i == 0)  # not a method's self
+        ),
         owner=owner.name if owner is not None else None,
         plan=freeze_plan(ctx.layouts, param_layouts),
     )

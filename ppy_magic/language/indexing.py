@@ -78,7 +78,7 @@ class IndexCompiler:
             part = self.intrinsic("seq_slice", base.kind, base, *parts)
             if isinstance(base, ir.Var) and base.name in self.param_vars:
                 self.param_vars.add(part.name)  # a list or a tuple, as the parameter is
-            return part
+            return self.sized(part) if getattr(base, "size", False) else part  # a slice of a torch.Size is one
         idx = self.value(node.slice)
         if getattr(idx, "kind", None) not in (Kind.INT, Kind.BOOL):
             raise self.error(node.slice, f"sequence indices must be ints, not {ops.describe(idx)}")

@@ -32,8 +32,14 @@ class Kind(str, Enum):
     INTS = "I"  # a sequence of ints known at run time (sizes)
     TENSORS = "L"  # a list of tensors
     OPT_TENSOR = "O"  # a tensor or None
-    DEVICE = "D"  # a torch.device read from a tensor
+    DEVICE = "D"  # a torch.device (read from a tensor, or a parameter)
     ENUM = "o"  # a torch enum constant with no arithmetic: a memory format or a layout
+    OPT_INT = "J"  # an int or None
+    OPT_FLOAT = "G"  # a float or None
+    OPT_BOOL = "C"  # a bool or None
+    OPT_DTYPE = "E"  # a torch.dtype or None
+    INT_OR_FLOAT = "F"  # a parameter holding an int or a float (the body is compiled for each; Param.parts)
+    DEVICE_OR_STR = "V"  # a parameter holding a device string or a torch.device (likewise)
     MODULE = "M"  # an nn.Module (or plain object) whose attributes the runtime read at the call
     MODULES = "m"  # the modules of a ModuleList or Sequential of one class, read at the call
     NUMBER = "n"  # a Python int, float or bool whose type a tensor's dtype decides at run time (t.item())
@@ -61,6 +67,12 @@ KIND_NAMES = {
     Kind.OPT_TENSOR: "Tensor | None",
     Kind.DEVICE: "torch.device",
     Kind.ENUM: "constant",
+    Kind.OPT_INT: "int | None",
+    Kind.OPT_FLOAT: "float | None",
+    Kind.OPT_BOOL: "bool | None",
+    Kind.OPT_DTYPE: "torch.dtype | None",
+    Kind.INT_OR_FLOAT: "float",  # an int is a float in typing: Python keeps it an int, and so does the region
+    Kind.DEVICE_OR_STR: "torch.device",  # or a device string, kept a str
     Kind.MODULE: "a module",
     Kind.MODULES: "a list of modules",
     Kind.NUMBER: "a number (t.item())",
@@ -68,6 +80,18 @@ KIND_NAMES = {
     Kind.INT_LIST: "a list of ints",
     Kind.FLOAT_LIST: "a list of floats",
 }
+# Parameters that hold one of two kinds, told apart at run time: the kinds (the first when the
+# runtime's selector is set). Their functions are compiled once per combination (function.translate).
+VARIANTS = {Kind.INT_OR_FLOAT: (Kind.INT, Kind.FLOAT), Kind.DEVICE_OR_STR: (Kind.STR, Kind.DEVICE)}
+# The kinds of "X or None" and what they hold when not None.
+OPTIONAL_OF = {
+    Kind.TENSOR: Kind.OPT_TENSOR,
+    Kind.INT: Kind.OPT_INT,
+    Kind.FLOAT: Kind.OPT_FLOAT,
+    Kind.BOOL: Kind.OPT_BOOL,
+    Kind.DTYPE: Kind.OPT_DTYPE,
+}
+HELD_BY = {opt: kind for kind, opt in OPTIONAL_OF.items()}
 # The run-time lists and what they hold; sequences of any kind (lists, and tuples of a length
 # known only at run time) and their items.
 LIST_OF = {Kind.TENSOR: Kind.TENSOR_LIST, Kind.INT: Kind.INT_LIST, Kind.FLOAT: Kind.FLOAT_LIST}
@@ -214,6 +238,14 @@ INTRINSICS: dict[str, str] = {
     "exact_le": "a <= b, as exact_eq",
     "exact_gt": "a > b, as exact_eq",
     "exact_ge": "a >= b, as exact_eq",
+    "seq_contains": "x in s, for a sequence of ints",
+    "same_tensor": "a is b of two tensors (or Tensor-or-None values)",
+    "device_type": "device.type: 'cpu', 'cuda', ...",
+    "device_index": "device.index: an int, or None",
+    "dtype_is_floating_point": "dtype.is_floating_point",
+    "dtype_is_complex": "dtype.is_complex",
+    "dtype_is_signed": "dtype.is_signed",
+    "dtype_itemsize": "dtype.itemsize",
     "str_eq": "a == b of two str",
     "str_ne": "a != b of two str",
     "min": "min(a, b) of two numbers of one kind: the first of equal values",
@@ -234,7 +266,11 @@ INTRINSICS: dict[str, str] = {
     "math.floor": "math.floor(a): an int",
     "math.ceil": "math.ceil(a): an int",
     # strings
-    "str_concat": "str(a) + str(b) + ..., each formatted as Python's str() (any number of operands)",
+    "str_concat": "str(a) + str(b) + ..., each formatted as Python's str() (any number of operands: ints, floats, "
+    "bools, str, sizes as torch.Size, dtypes, devices)",
+    # warnings (issued when the region returns)
+    "warn": "warnings.warn(message): a UserWarning",
+    "warn_deprecated": "warnings.warn(message, DeprecationWarning)",
     # checks
     "check_range_step": "raise ValueError as range() does for a zero step",
     # attributes of a module (or object), read by the runtime at the call: operands (module, slot)
@@ -261,6 +297,9 @@ class Var:
     name: str  # unique within the function (the namer's choice)
     kind: Kind
     temp: bool = False  # a temporary of the flattening, never seen by Python code
+    # INTS only: the value is a torch.Size in Python (a tensor's sizes), not a tuple or a list: what
+    # str() of it and returning it give. Not part of the variable's identity.
+    size: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -278,7 +317,8 @@ class Tup:
 
     items: tuple[Any, ...]
     structseq: Any = None  # a torch.return_types type for eager's named tuples
-    is_list: bool = False  # a Python list (returned as one); never changed, or it would be a run-time list
+    # a Python list (returned as one, and str() of it says so); never changed, or it would be a run-time list
+    is_list: bool = False
     origin: Any = field(default=None, compare=False)  # the front end's key of the list display that made it
 
 
@@ -298,10 +338,10 @@ class Default:
 
 @dataclass(frozen=True)
 class Items:
-    """A list argument spelled out element by element: ints for int[], tensors for Tensor[]."""
+    """A list argument spelled out element by element: ints for int[], floats for float[], tensors for Tensor[]."""
 
     items: tuple[Atom, ...]
-    kind: Kind  # INT or TENSOR
+    kind: Kind  # INT, FLOAT or TENSOR
 
 
 @dataclass(frozen=True)
@@ -464,6 +504,8 @@ class Param:
     kind: Kind
     default: Any = None
     has_default: bool = False
+    # A VARIANTS parameter's variables: (the selector: BOOL, its value as the first kind, as the second).
+    parts: tuple[Var, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -492,6 +534,8 @@ class Function:
     result_types: tuple[Any, ...] = ()  # structseq types named by 'R<k>' in ret
     source_lines: dict[int, str] = field(default_factory=dict, compare=False)
     frozen_globals: dict[str, Any] = field(default_factory=dict, compare=False)
+    extras: int = 0  # *args (1) and **kwargs (2) the body never reads: the runtime ignores what they would hold
+    untyped: tuple[int, ...] = ()  # parameters with neither annotation nor default: a tensor until a call says
     owner: str | None = None  # a method: the name of its class
     plan: Any = None  # what the runtime reads of module parameters (modules.Plan), or None
 

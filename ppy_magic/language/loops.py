@@ -204,7 +204,7 @@ class LoopCompiler:
                 raise self.error(node, f"enumerate() needs an int start in a region, got {ops.describe(start)}")
             part = self.to_iteration(node, arg, runtime)
             return self.enumerate_iteration(node, part, self.as_int(start))
-        if node.keywords:
+        if node.keywords and not (fn is zip and _zip_default(node.keywords)):
             raise self.error(node, f"{fn.__name__}() with keywords is not supported in a region")
         args = [self.iterable_value(a, runtime) for a in node.args]
         if fn is zip:
@@ -486,7 +486,7 @@ class LoopCompiler:
         self.emit(ir.Move(var, value, self.line()))
         if isinstance(value, ir.Var) and value.name in self.param_vars:
             self.param_vars.add(var.name)
-        return var
+        return self.sized(var) if getattr(value, "size", False) else var
 
     def store_all_carried(self, node: ast.AST, frame: LoopFrame) -> None:
         """Where an iteration ends (its end, `continue`, `break`): the carried names' values into their
@@ -537,8 +537,8 @@ class LoopCompiler:
         if not isinstance(var, ir.Var):
             if value is var or value == var:
                 return
-            if isinstance(var, ir.Const) and var.kind == Kind.NONE and kind in (Kind.TENSOR, Kind.OPT_TENSOR):
-                raise _Widen(frame.token, name, Kind.OPT_TENSOR)
+            if isinstance(var, ir.Const) and var.kind == Kind.NONE and (kind in ir.OPTIONAL_OF or kind in ir.HELD_BY):
+                raise _Widen(frame.token, name, ir.OPTIONAL_OF.get(kind, kind))  # None, then an X: an X or None
             raise self.error(node, f"'{name}' changes a compile-time value inside the loop")
         widened = _widened(var.kind, value)
         if widened is not None:
@@ -547,6 +547,8 @@ class LoopCompiler:
             raise self.error(
                 node, f"'{name}' changes kind inside the loop ({ir.KIND_NAMES[var.kind]} -> {ops.describe(value)})"
             )
+        if getattr(var, "size", False) and not getattr(value, "size", False):
+            raise self.error(node, f"'{name}' is a torch.Size before the loop and a tuple or a list inside it")
         if value != var:
             self.emit(ir.Move(var, value, self.line()))
 
@@ -559,8 +561,8 @@ def fits(kind: Kind, value: Any) -> bool:
     got = getattr(value, "kind", None)
     if got == kind:
         return True
-    if kind == Kind.OPT_TENSOR:
-        return got == Kind.TENSOR or (got == Kind.NONE and isinstance(value, ir.Const))
+    if kind in ir.HELD_BY:  # an X or None holds an X, or None
+        return got == ir.HELD_BY[kind] or (got == Kind.NONE and isinstance(value, ir.Const))
     return kind == Kind.NUMBER and got in NUMBERS
 
 
@@ -569,11 +571,21 @@ def _widened(kind: Kind, value: Any) -> Kind | None:
     got = getattr(value, "kind", None)
     if fits(kind, value):
         return None
-    if kind == Kind.TENSOR and got in (Kind.OPT_TENSOR, Kind.NONE):
-        return Kind.OPT_TENSOR
+    if kind in ir.OPTIONAL_OF and got in (ir.OPTIONAL_OF[kind], Kind.NONE):
+        return ir.OPTIONAL_OF[kind]  # an X, then None: an X or None
     if kind in NUMBERS and got in NUMBERS:
         return Kind.NUMBER
     return None
+
+
+def _zip_default(keywords: list[ast.keyword]) -> bool:
+    """`zip(..., strict=False)`: zip as it is by default (strict=True checks lengths when the shortest ends)."""
+    return (
+        len(keywords) == 1
+        and keywords[0].arg == "strict"
+        and isinstance(keywords[0].value, ast.Constant)
+        and keywords[0].value.value is False
+    )
 
 
 def _read_outside(fn: ast.AST, loop: ast.AST) -> set[str]:

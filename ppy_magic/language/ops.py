@@ -57,6 +57,7 @@ EXCLUDED = frozenset(
     {
         "item",
         "tolist",
+        "range",  # torch.range: its binding warns in Python, before ATen
         "numpy",
         "data_ptr",
         "backward",
@@ -93,9 +94,6 @@ EXCLUDED = frozenset(
         "element_size",
         "get_device",
         "is_contiguous",
-        "is_floating_point",
-        "is_complex",
-        "is_signed",
         "nonzero_static",
         "resize_",
         "resize_as_",
@@ -126,13 +124,16 @@ _BINDINGS = (
 class OpSpec:
     aten: str
     python_name: str = ""
+    overload: str | None = None  # one overload only: torch.ops.aten.<op>.<overload>
 
     @property
     def numbers_as_tensors(self) -> bool:
-        return self.aten in NUMBERS_AS_TENSORS
+        return self.aten in NUMBERS_AS_TENSORS and self.overload is None
 
     def candidates(self) -> tuple[Overload, ...]:
         found = overloads(self.aten)
+        if self.overload is not None:
+            return tuple(o for o in found if o.overload == self.overload)
         if self.numbers_as_tensors:
             found = tuple(o for o in found if not o.overload.startswith("Scalar"))
         return found
@@ -177,7 +178,12 @@ def function_spec(obj: object) -> OpSpec | None:
         return entry[1]
     spec = None
     name = getattr(obj, "__name__", None)
-    if (
+    if isinstance(obj, torch._ops.OpOverload) and obj.namespace == "aten":  # torch.ops.aten.<op>.<overload>
+        op = obj._schema.name.split("::", 1)[1]
+        overload = "" if obj._overloadname == "default" else obj._overloadname
+        if _usable(op) and any(o.overload == overload for o in overloads(op)):
+            spec = OpSpec(op, f"torch.ops.aten.{op}.{obj._overloadname}", overload)
+    elif (
         isinstance(name, str)
         and callable(obj)
         and _usable(name)
@@ -300,6 +306,11 @@ def _fit(arg: SchemaArg, value: Any, numbers_as_tensors: bool) -> tuple[int, Any
         return (2, ir.Default(None)) if optional else None
     items = value.items if isinstance(value, ir.Tup) else None
     kind = None if items is not None else getattr(value, "kind", None)
+    if kind in ir.HELD_BY and kind != Kind.OPT_TENSOR:  # an int, float, bool or dtype that may be None
+        held = ir.HELD_BY[kind]
+        fits = {"int": (Kind.INT,), "float": (Kind.FLOAT,), "bool": (Kind.BOOL,), "ScalarType": (Kind.DTYPE,)}
+        ok = optional and (held in fits.get(t, ()) or (t == "number" and held in ir.SCALAR_KINDS))
+        return (2, value) if ok else None
     if t == "Tensor":
         if kind == Kind.TENSOR or (kind == Kind.OPT_TENSOR and optional):
             return 2, value
@@ -333,6 +344,10 @@ def _fit(arg: SchemaArg, value: Any, numbers_as_tensors: bool) -> tuple[int, Any
             return 2, ir.Items(tuple(items), Kind.INT)
         if kind == Kind.INT and arg.size:  # int[N]: one int stands for N copies, as in PyTorch's parser
             return 1, ir.Items((value,) * arg.size, Kind.INT)
+        return None
+    if t == "List[float]":  # a list or tuple of numbers, as PyTorch's parser takes a float[]
+        if items is not None and all(getattr(i, "kind", None) in (Kind.FLOAT, Kind.INT) for i in items):
+            return 2, ir.Items(tuple(items), Kind.FLOAT)
         return None
     if t == "List[Tensor]":
         if kind in (Kind.TENSORS, Kind.TENSOR_LIST):

@@ -9,17 +9,20 @@ paths becomes one declared variable, if its kinds agree.
 from __future__ import annotations
 
 import ast
+import warnings
 from typing import Any
 
-from . import ir, ops
+from . import adapters, ir, ops
 from .ir import Kind
 from .lists import LIST_METHODS, RuntimeListNeeded
 from .modules import dotted
+from .namespace import static_value
 from .values import (
     HINTS,
     RAISABLE_ERRORS,
     SYMBOLS,
     UNBOUND,
+    Closure,
     OptionalScalar,
     StarredRest,
     Unbound,
@@ -37,8 +40,8 @@ class StatementCompiler:
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return None  # a docstring or a string used as a comment
-        if isinstance(node.value, ast.Call) and self._is_effect_call(node.value):
-            self.value(node.value)  # an in-place method, or a list's: evaluated for its effect
+        if isinstance(node.value, ast.Call) and (self._is_effect_call(node.value) or self._is_procedure(node.value)):
+            self.value(node.value)  # evaluated for its effect (an in-place method, a list's, a procedure's)
             return None
         raise self.error(node, f"{describe_node(node)} is not supported in a region", HINTS["Expr"])
 
@@ -49,6 +52,30 @@ class StatementCompiler:
         if f.attr in LIST_METHODS:
             return True
         return f.attr.endswith("_") and not f.attr.endswith("__")
+
+    def _is_procedure(self, call: ast.Call) -> bool:
+        """A call made for what it does: warnings.warn, another @ppy.opt function, an adapter or its helper."""
+        f = call.func
+        if isinstance(f, ast.Name) and f.id in self.locals:
+            return False
+        if isinstance(f, ast.Name) and f.id in self.g.functions:
+            return True
+        fn = static_value(f, self.g)
+        if fn is None:
+            return False
+        return (
+            fn is warnings.warn
+            or adapters.lookup(fn) is not None
+            or fn is adapters.unsupported
+            or bool(getattr(fn, "__ppy_opt__", 0))
+            or getattr(fn, "__ppy_region__", False) is True
+        )
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        """A nested def: inlined where it is called (see values.Closure)."""
+        if node.decorator_list:
+            raise self.error(node.decorator_list[0], "a nested function with decorators is not supported in a region")
+        self.locals[node.name] = Closure(node, id(self), self.g, self.filename, self.source_lines)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         value = self.value(node.value)
@@ -192,6 +219,12 @@ class StatementCompiler:
                 return f"R{self.ctx.result_types.index(value.structseq)}({inner})"
             return f"({inner})"
         code = ir.RETURN_CODES.get(getattr(value, "kind", None))
+        if code is not None and value.kind == Kind.INTS and not value.size:
+            raise self.error(
+                node,
+                "a region returns sequences of ints as a torch.Size, and this one is a tuple or a list in Python",
+                "Return a tensor's sizes, or tuple(...) items written out.",
+            )
         if code is not None:
             self.not_a_list_parameter(node, value, "returning a list parameter (or a slice of one)")
             if value.kind != Kind.NONE:
@@ -273,7 +306,7 @@ class StatementCompiler:
             value = self.locals.get(key)
             if (value is None or isinstance(value, Unbound)) and "." in key:
                 value = self.visit(test.left)
-            if getattr(value, "kind", None) == Kind.OPT_TENSOR or isinstance(value, (OptionalScalar, UnionValue)):
+            if getattr(value, "kind", None) in ir.HELD_BY or isinstance(value, (OptionalScalar, UnionValue)):
                 is_not = isinstance(test.ops[0], ast.IsNot)
                 return [(key, True, is_not), (key, False, not is_not)]
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -325,9 +358,9 @@ class StatementCompiler:
         value = self.locals.get(key)
         if value is None or isinstance(value, Unbound):
             value = self.value(ast.parse(key, mode="eval").body)
-        if getattr(value, "kind", None) == Kind.OPT_TENSOR:
+        if getattr(value, "kind", None) in ir.HELD_BY:  # an X or None: an X where it is not None
             if not_none:
-                self.locals[key] = self.intrinsic("unwrap_optional", Kind.TENSOR, value)
+                self.locals[key] = self.intrinsic("unwrap_optional", ir.HELD_BY[value.kind], value)
             return
         narrowed = self.narrowed(value, not_none)
         if narrowed is not None:
@@ -338,7 +371,7 @@ class StatementCompiler:
         live = [(locs, body) for locs, term, body in branches if not term]
         if not live:
             return dict(before)
-        if len(live) == 1:
+        if len(live) == 1:  # the other path raised or returned: the live one goes on after the `if` (branch)
             return dict(live[0][0])
         names = sorted(set().union(*(locs.keys() for locs, _ in live)))  # one order in every process
         merged = {}
@@ -385,8 +418,9 @@ class StatementCompiler:
                 origins.pop() if len(origins) == 1 else None,
             )
         kinds = {getattr(v, "kind", None) for v in vals}
-        if len(kinds) > 1 and kinds <= {Kind.NONE, Kind.TENSOR, Kind.OPT_TENSOR}:
-            kinds = {Kind.OPT_TENSOR}  # a tensor on one path, None on another
+        for held, optional in ir.OPTIONAL_OF.items():
+            if len(kinds) > 1 and kinds <= {Kind.NONE, held, optional}:
+                kinds = {optional}  # an X on one path, None on another
         if len(kinds) > 1 and kinds <= {Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.NUMBER}:
             kinds = {Kind.NUMBER}  # an int on one path, a float on another: a number of run-time type
         if len(kinds) != 1 or None in kinds or Kind.NONE in kinds or Kind.ENUM in kinds:
@@ -397,4 +431,4 @@ class StatementCompiler:
         self.emit(ir.Declare(var, self.line()))
         for v, body in zip(vals, bodies, strict=True):
             body.append(ir.Move(var, v, self.line()))
-        return var
+        return self.sized(var) if all(getattr(v, "size", False) for v in vals) else var

@@ -10,6 +10,7 @@ an intrinsic (``ir.INTRINSICS``) for values known only at run time.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 import operator
 import sys
@@ -23,6 +24,38 @@ from . import ir
 from .ir import Kind
 
 ANNOTATIONS = {"Tensor": Kind.TENSOR, "float": Kind.FLOAT, "int": Kind.INT, "bool": Kind.BOOL, "str": Kind.STR}
+
+
+@dataclass(frozen=True, eq=False)
+class Closure:
+    """A lambda or a nested def of the function being compiled: inlined where it is called.
+
+    Its free names are read where it is called (Python's late binding) while its owner calls it;
+    passed to another function, it takes their values at that call (`env`)."""
+
+    node: ast.FunctionDef  # a lambda is a FunctionDef returning its expression
+    owner: int  # id() of the compiler of the function that defined it
+    g: Any  # the globals it was defined with
+    filename: str
+    lines: list[str]
+    env: tuple[tuple[str, Any], ...] | None = None
+
+    def free_names(self) -> list[str]:
+        """Names its body reads that are neither its parameters nor assigned in it."""
+        a = self.node.args
+        own = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
+        own |= {p.arg for p in (a.vararg, a.kwarg) if p is not None}
+        body = ast.Module(body=self.node.body, type_ignores=[])
+        stored = {n.id for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        read = [n.id for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+        return sorted(set(read) - own - stored)
+
+
+@dataclass(frozen=True)
+class KwArgs:
+    """A function's **kwargs: the keyword arguments its call gave beyond its parameters, by name."""
+
+    items: tuple[tuple[str, Any], ...]
 
 
 @dataclass(frozen=True)
@@ -130,6 +163,7 @@ RAISABLE_ERRORS = {
     "TypeError",
     "RuntimeError",
     "UnboundLocalError",
+    "NotImplementedError",
 }
 
 
@@ -286,8 +320,12 @@ def structure_of(value: Any) -> Any:
         return ("union", structure_of(value.tag), value.options)
     if isinstance(value, ir.Tup):
         return ("tuple", tuple(structure_of(v) for v in value.items), value.structseq, value.is_list)
+    if isinstance(value, KwArgs):
+        return ("kwargs", tuple((k, structure_of(v)) for k, v in value.items))
+    if isinstance(value, Closure):
+        return ("closure", id(value.node), tuple((k, structure_of(v)) for k, v in value.env or ()))
     if isinstance(value, ir.Var):
-        return ("var", value.kind)
+        return ("var", value.kind, value.size)
     if isinstance(value, ir.Const):
         return ("const", value.kind, repr(value.value))
     if isinstance(value, Static):
@@ -301,13 +339,17 @@ def runtime_structure(structure: Any) -> Any:
     if tag == "tuple":
         return ("tuple", tuple(runtime_structure(s) for s in structure[1]), *structure[2:])
     if tag == "const" and structure[1] not in (Kind.NONE, Kind.ENUM, Kind.DTYPE, Kind.STR):
-        return ("var", structure[1])
+        return ("var", structure[1], False)
     return structure
 
 
 def atoms_of(value: Any) -> list:
     if isinstance(value, ir.Tup):
         return [a for v in value.items for a in atoms_of(v)]
+    if isinstance(value, KwArgs):
+        return [a for _, v in value.items for a in atoms_of(v)]
+    if isinstance(value, Closure):
+        return [a for _, v in value.env or () for a in atoms_of(v)]
     if isinstance(value, ModuleValue):
         return [value.atom]
     if isinstance(value, OptionalScalar):
@@ -327,6 +369,8 @@ def kinds_of(structure: Any) -> tuple[Kind, ...]:
         return kinds_of(structure[1]) + (Kind.MODULE,)
     if tag == "tuple":
         return tuple(k for s in structure[1] for k in kinds_of(s))
+    if tag == "kwargs":
+        return tuple(k for _, s in structure[1] for k in kinds_of(s))
     if tag == "var":
         return (structure[1],)
     return ()
@@ -342,8 +386,11 @@ def rebuild(structure: Any, runtime: Any) -> Any:
         return UnionValue(rebuild(structure[1], runtime), next(runtime), structure[2], "the module")
     if tag == "tuple":
         return ir.Tup(tuple(rebuild(s, runtime) for s in structure[1]), structure[2], structure[3])
+    if tag == "kwargs":
+        return KwArgs(tuple((k, rebuild(s, runtime)) for k, s in structure[1]))
     if tag == "var":
-        return next(runtime)
+        var = next(runtime)
+        return dataclasses.replace(var, size=True) if structure[2] else var
     if tag == "const":
         kind, text = structure[1], structure[2]
         # our own repr: of a literal, or of a torch dtype / enum constant ("torch.float32", "torch.channels_last")

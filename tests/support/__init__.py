@@ -7,6 +7,7 @@
 - ``batch``: many cases compiled in chunks (one C++ build each) and compared.
 - ``opinfo``: PyTorch's OpInfo samples as generated functions, and the coverage table.
 - ``fuzz``: random straight-line programs over the op table (hypothesis).
+- ``functional_probes``: a call of every public function of ``torch.nn.functional`` (and ``torch.functional``).
 - ``processes``: what the tests' subprocesses run (a wrapper script for this interpreter).
 
 "Same as eager" itself is ``ppy_magic.bench.compare.same_as_eager``: one rule for the tests and ``%ppy_bench``.

@@ -10,22 +10,24 @@
 
 namespace ppy {
 
-constexpr int kAbiVersion = 5;
+constexpr int kAbiVersion = 6;
 
 // One call argument, filled by the runtime from the Python argument according
-// to the parameter's kind letter (see region.py: ARG_KINDS). A module ('M') is an
+// to the parameter's kind letter (language/ir.py: Kind). A module ('M') is an
 // array of them, one per attribute the region reads (its plan's slots): `m` points
 // at a submodule's array; a list of modules has `i` items at `m`, each with its `m`;
 // a module that is one of several options has the option's index in `i`.
 struct Arg {
   const at::Tensor* t = nullptr;                 // 'T', and 'O' when not None
   const std::vector<at::Tensor>* tl = nullptr;   // 'L'
-  double f = 0.0;                                // 'f'
-  int64_t i = 0;                                 // 'i', 'b'
-  const char* s = nullptr;                       // 's' (UTF-8)
-  bool none = false;                             // 'O', 'N'
+  const std::vector<int64_t>* ints = nullptr;    // 'I' (a list, tuple or torch.Size of ints); a module's tuple of ints
+  double f = 0.0;                                // 'f', 'G', 'F' (a float)
+  int64_t i = 0;                                 // 'i', 'b', 'J', 'C', 'F' (an int); 'd', 'E': the ScalarType
+  const char* s = nullptr;                       // 's', 'V' (UTF-8)
+  c10::Device device = c10::Device(c10::kCPU);  // 'D', 'V'
+  bool variant = false;                          // 'F': an int (else a float); 'V': a str (else a torch.device)
+  bool none = false;                             // 'O', 'N', and the optional kinds 'J', 'G', 'C', 'E'
   const Arg* m = nullptr;                        // 'M': a module's slots; a list's items
-  const std::vector<int64_t>* ints = nullptr;    // a tuple of ints
 };
 
 // Python exceptions a region raises itself (where Python, not ATen, would
@@ -34,7 +36,7 @@ struct Arg {
 // KeyboardInterrupt while the region polled for signals).
 enum class PyError : int {
   None = 0, AssertionError, ValueError, ZeroDivisionError, OverflowError, IndexError, TypeError,
-  RuntimeError, Pending, UnboundLocalError,
+  RuntimeError, Pending, UnboundLocalError, NotImplementedError,
 };
 
 // Results in the order the return spec names them: tensors in `t`, floats in

@@ -41,6 +41,15 @@ struct Raise {
   throw Raise{kind, std::move(message)};
 }
 
+// warnings.warn(message[, DeprecationWarning]): the runtime's warning handler issues it as a Python warning
+// when the call ends (no C++ source location: Python attributes it to the region's caller).
+inline void warn(const std::string& message, bool deprecation) {
+  const c10::SourceLocation nowhere{nullptr, nullptr, 0};
+  c10::Warning::warning_variant_t type = c10::UserWarning();
+  if (deprecation) type = c10::DeprecationWarning();
+  c10::warn(c10::Warning(type, nowhere, message, /*verbatim=*/true));
+}
+
 // A Python number where ATen wants a Tensor, exactly as PyTorch's argument
 // parser makes it: a CPU 0-dim tensor flagged as a wrapped number.
 inline at::Tensor wrapped_number(const at::Scalar& s) {
@@ -378,10 +387,78 @@ inline std::string py_str(double v) {  // repr(float): shortest round trip, Pyth
   out += (mag.size() < 2 ? "0" : "") + mag;
   return out;
 }
+inline std::string py_str(at::ScalarType t) {  // str(torch.float32) == "torch.float32"
+  switch (t) {
+    case at::ScalarType::Float: return "torch.float32";
+    case at::ScalarType::Double: return "torch.float64";
+    case at::ScalarType::Half: return "torch.float16";
+    case at::ScalarType::BFloat16: return "torch.bfloat16";
+    case at::ScalarType::ComplexHalf: return "torch.complex32";
+    case at::ScalarType::ComplexFloat: return "torch.complex64";
+    case at::ScalarType::ComplexDouble: return "torch.complex128";
+    case at::ScalarType::Byte: return "torch.uint8";
+    case at::ScalarType::Char: return "torch.int8";
+    case at::ScalarType::Short: return "torch.int16";
+    case at::ScalarType::Int: return "torch.int32";
+    case at::ScalarType::Long: return "torch.int64";
+    case at::ScalarType::UInt16: return "torch.uint16";
+    case at::ScalarType::UInt32: return "torch.uint32";
+    case at::ScalarType::UInt64: return "torch.uint64";
+    case at::ScalarType::Bool: return "torch.bool";
+    case at::ScalarType::QInt8: return "torch.qint8";
+    case at::ScalarType::QUInt8: return "torch.quint8";
+    case at::ScalarType::QInt32: return "torch.qint32";
+    case at::ScalarType::QUInt4x2: return "torch.quint4x2";
+    case at::ScalarType::QUInt2x4: return "torch.quint2x4";
+    case at::ScalarType::Float8_e5m2: return "torch.float8_e5m2";
+    case at::ScalarType::Float8_e4m3fn: return "torch.float8_e4m3fn";
+    case at::ScalarType::Float8_e5m2fnuz: return "torch.float8_e5m2fnuz";
+    case at::ScalarType::Float8_e4m3fnuz: return "torch.float8_e4m3fnuz";
+    case at::ScalarType::Float8_e8m0fnu: return "torch.float8_e8m0fnu";
+    case at::ScalarType::Float4_e2m1fn_x2: return "torch.float4_e2m1fn_x2";
+    case at::ScalarType::Bits1x8: return "torch.bits1x8";
+    case at::ScalarType::Bits2x4: return "torch.bits2x4";
+    case at::ScalarType::Bits4x2: return "torch.bits4x2";
+    case at::ScalarType::Bits8: return "torch.bits8";
+    case at::ScalarType::Bits16: return "torch.bits16";
+    case at::ScalarType::UInt1: return "torch.uint1";
+    case at::ScalarType::UInt2: return "torch.uint2";
+    case at::ScalarType::UInt3: return "torch.uint3";
+    case at::ScalarType::UInt4: return "torch.uint4";
+    case at::ScalarType::UInt5: return "torch.uint5";
+    case at::ScalarType::UInt6: return "torch.uint6";
+    case at::ScalarType::UInt7: return "torch.uint7";
+    case at::ScalarType::Int1: return "torch.int1";
+    case at::ScalarType::Int2: return "torch.int2";
+    case at::ScalarType::Int3: return "torch.int3";
+    case at::ScalarType::Int4: return "torch.int4";
+    case at::ScalarType::Int5: return "torch.int5";
+    case at::ScalarType::Int6: return "torch.int6";
+    case at::ScalarType::Int7: return "torch.int7";
+    default: return std::string("torch.") + c10::toString(t);
+  }
+}
+inline std::string py_str(const at::Device& d) { return d.str(); }
+template <typename T>
+inline std::string py_str(const std::optional<T>& v) {  // an X or None
+  return v.has_value() ? py_str(*v) : std::string("None");
+}  // str(torch.device("cuda", 0)) == "cuda:0"
 inline std::string py_str(const std::vector<int64_t>& v) {  // a torch.Size
   std::string out = "torch.Size([";
   for (size_t k = 0; k < v.size(); ++k) out += (k ? ", " : "") + std::to_string(v[k]);
   return out + "])";
+}
+
+// `a is b` of two tensors: PyTorch pairs each TensorImpl with one Python object.
+inline bool same_tensor(const at::Tensor& a, const at::Tensor& b) {
+  return a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl();
+}
+inline bool same_tensor(const std::optional<at::Tensor>& a, const at::Tensor& b) {
+  return a.has_value() && same_tensor(*a, b);
+}
+inline bool same_tensor(const at::Tensor& a, const std::optional<at::Tensor>& b) { return same_tensor(b, a); }
+inline bool same_tensor(const std::optional<at::Tensor>& a, const std::optional<at::Tensor>& b) {
+  return a.has_value() ? same_tensor(*a, b) : !b.has_value();
 }
 
 // ---- sequences: run-time tuples (std::vector: sizes, a split's tensors) ----

@@ -15,6 +15,8 @@
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/Device.h>
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Size.h>
 #include <torch/csrc/autograd/forward_grad.h>
@@ -62,8 +64,10 @@ struct RegionFunction {
   std::string* kinds;    // one letter per parameter
   std::string* ret;      // return spec
   uint64_t device_mask;  // bit per c10::DeviceType the region was built for
-  bool has_list;         // some parameter is a tensor list ('L')
+  bool has_list;         // some parameter is a tensor list ('L') or a sequence of ints ('I')
   bool check_unobserved; // level 2-3 code: establish Out::unobserved on each call
+  int extras;            // what the body ignores: 1 extra positional arguments (*args), 2 extra keywords
+  PyObject* first_call;  // callable(bound args) run once on the first failed guard, or nullptr
   Py_ssize_t calls;
   Py_ssize_t fallbacks;
   ppy_modules::Plan* plan;  // what is read of module parameters ('M'); set by set_plan
@@ -218,13 +222,14 @@ PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur) 
 
 // ---- per-thread call frames ------------------------------------------------------
 
-// The scratch one call needs: its argument array, the vectors of its tensor-list
+// The scratch one call needs: its argument array, the vectors of its tensor-list and sizes
 // arguments and its results. Kept per thread and reused, so they keep their
 // capacity and a warm call allocates nothing for them. A stack of frames,
 // because an op may call into Python (a Python kernel) and that may call a region.
 struct Frame {
   std::vector<ppy::Arg> args;
   std::vector<std::vector<at::Tensor>> lists;
+  std::vector<std::vector<int64_t>> int_lists;
   ppy::Out out;
 };
 
@@ -237,11 +242,15 @@ class FrameLease {
     if (t_depth == t_frames.size()) t_frames.push_back(std::make_unique<Frame>());
     frame_ = t_frames[t_depth++].get();
     frame_->args.assign(static_cast<size_t>(nparams), ppy::Arg{});
-    if (lists && frame_->lists.size() < static_cast<size_t>(nparams)) frame_->lists.resize(nparams);
+    if (lists && frame_->lists.size() < static_cast<size_t>(nparams)) {
+      frame_->lists.resize(nparams);
+      frame_->int_lists.resize(nparams);
+    }
   }
   ~FrameLease() {
     // Drop this call's tensors now, as the call would have; keep the capacity.
     for (auto& l : frame_->lists) l.clear();
+    for (auto& l : frame_->int_lists) l.clear();
     ppy::Out& out = frame_->out;
     out.t.clear();
     out.f.clear();
@@ -346,6 +355,7 @@ PyObject* python_error_type(ppy::PyError e) {
     case ppy::PyError::TypeError: return PyExc_TypeError;
     case ppy::PyError::RuntimeError: return PyExc_RuntimeError;
     case ppy::PyError::UnboundLocalError: return PyExc_UnboundLocalError;
+    case ppy::PyError::NotImplementedError: return PyExc_NotImplementedError;
     default: return PyExc_SystemError;
   }
 }
@@ -361,10 +371,10 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   // Bind positional and keyword arguments to parameter slots; anything
   // Python would reject (arity, unknown or repeated keyword) runs the Python
   // function so the user sees Python's own TypeError.
-  if (nargs > nparams || nparams > kMaxArgs)
+  if ((nargs > nparams && !(self->extras & 1)) || nparams > kMaxArgs)
     return fall_back(self, "arity differs from the compiled signature", args, nargsf, kwnames);
   PyObject* bound[kMaxArgs];
-  for (Py_ssize_t k = 0; k < nparams; ++k) bound[k] = k < nargs ? args[k] : nullptr;
+  for (Py_ssize_t k = 0; k < nparams; ++k) bound[k] = k < nargs ? args[k] : nullptr;  // beyond: *args, unread
   for (Py_ssize_t k = 0; k < nkw; ++k) {
     PyObject* key = PyTuple_GET_ITEM(kwnames, k);
     Py_ssize_t slot = -1;
@@ -372,6 +382,7 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
       PyObject* pname = PyTuple_GET_ITEM(self->param_names, p);
       if (pname == key || PyUnicode_Compare(pname, key) == 0) { slot = p; break; }
     }
+    if (slot < 0 && (self->extras & 2)) continue;  // into **kwargs, which the body never reads
     if (slot < 0 || bound[slot])
       return fall_back(self, "keyword arguments do not match the signature", args, nargsf, kwnames);
     bound[slot] = args[nargs + k];
@@ -430,10 +441,79 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   for (Py_ssize_t p = 0; p < nparams && !reason; ++p) {
     PyObject* o = bound[p];
     ppy::Arg& a = cargs[p];
-    switch (kinds[p]) {
+    const char kind = kinds[p];
+    if ((kind == 'J' || kind == 'G' || kind == 'C' || kind == 'E') && o == Py_None) {
+      a.none = true;  // an optional kind holding None
+      continue;
+    }
+    switch (kind) {
       case 'T':
         a.t = check_tensor(o);
         break;
+      case 'F':  // an int or a float, told apart: Python keeps the value's type
+        if (PyFloat_CheckExact(o)) {
+          a.f = PyFloat_AS_DOUBLE(o);
+        } else if (PyLong_CheckExact(o)) {
+          int overflow = 0;
+          a.i = PyLong_AsLongLongAndOverflow(o, &overflow);
+          a.variant = true;
+          if (overflow) reason = "an int argument does not fit in 64 bits";
+        } else {
+          reason = "a number argument is neither exactly a Python int nor a float";
+        }
+        break;
+      case 'G':
+        if (PyFloat_CheckExact(o)) a.f = PyFloat_AS_DOUBLE(o);
+        else reason = "a float-or-None argument is neither exactly a Python float nor None";
+        break;
+      case 'J': {
+        if (!PyLong_CheckExact(o)) { reason = "an int-or-None argument is neither exactly a Python int nor None"; break; }
+        int overflow = 0;
+        a.i = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow) reason = "an int argument does not fit in 64 bits";
+        break;
+      }
+      case 'C':
+        if (PyBool_Check(o)) a.i = (o == Py_True);
+        else reason = "a bool-or-None argument is neither a Python bool nor None";
+        break;
+      case 'd':
+      case 'E':
+        if (THPDtype_Check(o)) a.i = static_cast<int64_t>(reinterpret_cast<THPDtype*>(o)->scalar_type);
+        else reason = "a dtype argument is not a torch.dtype";
+        break;
+      case 'D':
+        if (THPDevice_Check(o)) a.device = reinterpret_cast<THPDevice*>(o)->device;
+        else reason = "a device argument is not a torch.device";
+        break;
+      case 'V':  // a torch.device, or a device string (kept a str: Python does not convert it)
+        if (THPDevice_Check(o)) {
+          a.device = reinterpret_cast<THPDevice*>(o)->device;
+        } else if (PyUnicode_CheckExact(o)) {
+          a.s = PyUnicode_AsUTF8(o);
+          a.variant = true;
+          if (!a.s) { PyErr_Clear(); reason = "a device string is not valid UTF-8"; }
+        } else {
+          reason = "a device argument is neither a torch.device nor a str";
+        }
+        break;
+      case 'I': {  // a sequence of ints: a list, a tuple or a torch.Size
+        if (!PyList_CheckExact(o) && !PyTuple_Check(o)) {
+          reason = "a sizes argument is not a list or tuple of ints";
+          break;
+        }
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+        frame->int_lists[p].reserve(n);
+        for (Py_ssize_t j = 0; j < n && !reason; ++j) {
+          PyObject* item = PySequence_Fast_GET_ITEM(o, j);
+          int overflow = 0;
+          const long long v = PyLong_CheckExact(item) ? PyLong_AsLongLongAndOverflow(item, &overflow) : 0;
+          if (!PyLong_CheckExact(item) || overflow) reason = "a sizes argument holds something other than ints";
+          else frame->int_lists[p].push_back(v);
+        }
+        a.ints = &frame->int_lists[p];
+        break;
+      }
       case 'O':
         if (o == Py_None) a.none = true;
         else a.t = check_tensor(o);
@@ -484,7 +564,26 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
         reason = "internal: unknown parameter kind";
     }
   }
+  if (reason && self->first_call) {
+    // The first call, and the region was not built for it: its kinds may be what an unannotated parameter
+    // takes (the hook compiles the region for them). This call runs the Python body either way.
+    PyObject* hook = self->first_call;
+    self->first_call = nullptr;
+    PyObject* bound_args = PyTuple_New(nparams);
+    if (bound_args) {
+      for (Py_ssize_t p = 0; p < nparams; ++p) {
+        Py_INCREF(bound[p]);
+        PyTuple_SET_ITEM(bound_args, p, bound[p]);
+      }
+      PyObject* res = PyObject_CallOneArg(hook, bound_args);
+      Py_XDECREF(res);
+      Py_DECREF(bound_args);
+    }
+    if (PyErr_Occurred()) PyErr_WriteUnraisable(hook);  // a failed respecialisation never fails the call
+    Py_DECREF(hook);
+  }
   if (reason) return fall_back(self, reason, args, nargsf, kwnames);
+  Py_CLEAR(self->first_call);  // the first call ran the region: its kinds stay
 
   // Module parameters: every attribute the region reads, before any operator runs.
   std::optional<ppy_modules::Gathered> modules;
@@ -580,6 +679,7 @@ int region_traverse(RegionFunction* self, visitproc visit, void* arg) {
   Py_VISIT(self->line_notes);
   Py_VISIT(self->result_types);
   Py_VISIT(self->last_reason);
+  Py_VISIT(self->first_call);
   Py_VISIT(self->resolver);
   Py_VISIT(self->owner_class);
   return 0;
@@ -594,6 +694,7 @@ int region_clear(RegionFunction* self) {
   Py_CLEAR(self->line_notes);
   Py_CLEAR(self->result_types);
   Py_CLEAR(self->last_reason);
+  Py_CLEAR(self->first_call);
   Py_CLEAR(self->resolver);
   Py_CLEAR(self->owner_class);
   return 0;
@@ -610,16 +711,18 @@ void region_dealloc(RegionFunction* self) {
 
 PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   static const char* kw[] = {"func", "owner", "index", "kinds", "ret", "device_mask",
-                             "param_names", "defaults", "line_notes", "result_types", "check_unobserved", nullptr};
+                             "param_names", "defaults", "line_notes", "result_types", "check_unobserved", "extras",
+                             nullptr};
   PyObject *func, *owner, *param_names, *defaults, *line_notes, *result_types;
   int index;
+  int extras = 0;
   const char *kinds, *ret;
   unsigned long long mask;
   int check_unobserved = 0;  // level 2-3 code that reads Out::unobserved
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOissKO!O!O!O!|p", const_cast<char**>(kw), &func,
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOissKO!O!O!O!|pi", const_cast<char**>(kw), &func,
                                    &owner, &index, &kinds, &ret, &mask, &PyTuple_Type, &param_names,
                                    &PyTuple_Type, &defaults, &PyDict_Type, &line_notes,
-                                   &PyTuple_Type, &result_types, &check_unobserved))
+                                   &PyTuple_Type, &result_types, &check_unobserved, &extras))
     return nullptr;
   if (!PyCallable_Check(func)) {
     PyErr_SetString(PyExc_TypeError, "func must be callable");
@@ -676,8 +779,10 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   self->kinds = new std::string(kinds);
   self->ret = new std::string(ret);
   self->device_mask = mask;
-  self->has_list = std::strchr(kinds, 'L') != nullptr;
+  self->has_list = std::strchr(kinds, 'L') != nullptr || std::strchr(kinds, 'I') != nullptr;
   self->check_unobserved = check_unobserved != 0;
+  self->extras = extras;
+  self->first_call = nullptr;
   self->plan = nullptr;
   self->resolver = nullptr;
   self->owner_class = nullptr;
@@ -808,7 +913,45 @@ PyObject* reset_counters(PyObject*, PyObject* obj) {
   Py_RETURN_NONE;
 }
 
+PyObject* set_first_call(PyObject*, PyObject* args) {
+  PyObject *obj, *hook;
+  if (!PyArg_ParseTuple(args, "O!O", &RegionFunctionType, &obj, &hook)) return nullptr;
+  auto* self = reinterpret_cast<RegionFunction*>(obj);
+  Py_XSETREF(self->first_call, hook == Py_None ? nullptr : (Py_INCREF(hook), hook));
+  Py_RETURN_NONE;
+}
+
+// `region` runs what `other` runs from now on: its entry, kinds and return, from another module. The
+// old module and strings stay alive (a call in another thread may still be using them).
+PyObject* retarget(PyObject*, PyObject* args) {
+  PyObject *a, *b;
+  if (!PyArg_ParseTuple(args, "O!O!", &RegionFunctionType, &a, &RegionFunctionType, &b)) return nullptr;
+  auto* self = reinterpret_cast<RegionFunction*>(a);
+  auto* other = reinterpret_cast<RegionFunction*>(b);
+  PyObject* retired = PyList_New(0);
+  if (!retired || PyList_Append(retired, self->owner) < 0 ||
+      PyDict_SetItemString(self->dict, "__ppy_retired_module__", retired) < 0) {
+    Py_XDECREF(retired);
+    return nullptr;
+  }
+  Py_DECREF(retired);
+  Py_INCREF(other->owner); Py_SETREF(self->owner, other->owner);
+  Py_INCREF(other->param_names); Py_SETREF(self->param_names, other->param_names);
+  Py_INCREF(other->defaults); Py_SETREF(self->defaults, other->defaults);
+  Py_INCREF(other->line_notes); Py_SETREF(self->line_notes, other->line_notes);
+  Py_INCREF(other->result_types); Py_SETREF(self->result_types, other->result_types);
+  self->kinds = new std::string(*other->kinds);  // the old strings are left alive on purpose
+  self->ret = new std::string(*other->ret);
+  self->has_list = other->has_list;
+  self->extras = other->extras;
+  self->entry = other->entry;
+  Py_RETURN_NONE;
+}
+
 PyMethodDef module_methods[] = {
+    {"set_first_call", set_first_call, METH_VARARGS,
+     "set_first_call(region, callable | None): callable(bound args) runs once, on the first failed guard"},
+    {"retarget", retarget, METH_VARARGS, "retarget(region, other): region runs what other runs from now on"},
     {"set_fallback_hook", set_fallback_hook, METH_O,
      "set_fallback_hook(callable | None): called as hook(region, reason) on each fallback"},
     {"reset_counters", reset_counters, METH_O, "reset_counters(region): zero calls and fallbacks"},

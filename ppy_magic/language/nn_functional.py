@@ -1,0 +1,648 @@
+"""``torch.nn.functional``, restated in the region language.
+
+Each adapter follows the installed torch's own ``torch/nn/functional.py`` line
+by line (the ``has_torch_function`` checks left out: a region's guard already
+sends tensor subclasses and TorchFunctionModes to the Python body), so that
+the ATen calls, their order and the errors are eager's; the differential
+tests (OpInfo, the model suites) compare each with eager, so a change in a new
+torch version shows up there. Functions of ``F`` that are PyTorch's generated
+bindings (``F.conv2d`` is ``torch.conv2d``) need no adapter: the op table maps
+them. ``coverage.py`` lists every public name and how it is compiled.
+
+This module holds the shared helpers (``torch.nn.modules.utils``,
+``torch.nn._reduction``), activations, dropout, embeddings and normalisation;
+``nn_pooling.py`` the pooling, resampling and padding, ``nn_losses.py`` the
+losses.
+
+Paths a region cannot take exactly say so with ``unsupported(...)``; the
+calling function then stays Python with that reason.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+from .adapter_registry import CUDNN_ENABLED, adapts, helper
+
+_nn = torch._C._nn
+_VF = torch._C._VariableFunctions
+
+# Names of F the adapters below cannot restate, and why (shown by ppy_magic.functional_coverage()).
+UNSUPPORTED = {
+    "grouped_mm": "torch._grouped_mm is a CUDA kernel (and keyword-only arguments)",
+    "scaled_mm": "takes ScalingType/SwizzleType enums and lists of them; a CUDA kernel",
+    "scaled_grouped_mm": "takes ScalingType/SwizzleType enums and lists of them; a CUDA kernel",
+    "assert_int_or_pair": "formats its message with str.format; a check, not a tensor function",
+}
+# Imported into F from elsewhere: not F's own functions.
+NOT_FUNCTIONAL = ("handle_torch_function", "has_torch_function", "has_torch_function_unary")
+NOT_FUNCTIONAL += ("has_torch_function_variadic", "boolean_dispatch")
+
+
+# ---- shared helpers (torch.nn.modules.utils, torch.nn._reduction) -------------------------------------------
+
+
+@helper
+def _single(x):
+    # _ntuple(1): an iterable becomes a tuple, anything else is repeated
+    if isinstance(x, tuple) or isinstance(x, list) or not _is_number(x):
+        return x
+    return (x,)
+
+
+@helper
+def _pair(x):
+    if isinstance(x, tuple) or isinstance(x, list) or not _is_number(x):
+        return x
+    return (x, x)
+
+
+@helper
+def _triple(x):
+    if isinstance(x, tuple) or isinstance(x, list) or not _is_number(x):
+        return x
+    return (x, x, x)
+
+
+@helper
+def _is_number(x):
+    return isinstance(x, int) or isinstance(x, float)
+
+
+@helper
+def _list_with_default(out_size, defaults):
+    # torch.nn.modules.utils._list_with_default
+    if isinstance(out_size, int):
+        return out_size
+    if len(defaults) <= len(out_size):
+        raise ValueError(f"Input dimension should be at least {len(out_size) + 1}")
+    # [v if v is not None else d for v, d in zip(out_size, defaults[-len(out_size):])], as a sequence of ints:
+    # a tuple written in the call (None in it) is unrolled, a sequence known at run time is looped over
+    first = len(defaults) - len(out_size)
+    out = defaults[:0]
+    for i, v in enumerate(out_size):
+        out = out + ((v if v is not None else defaults[first + i]),)
+    return out
+
+
+@helper
+def _reduction_enum(reduction):
+    # torch.nn._reduction.get_enum
+    if reduction == "none":
+        ret = 0
+    elif reduction == "mean":
+        ret = 1
+    elif reduction == "elementwise_mean":
+        warnings.warn("reduction='elementwise_mean' is deprecated. Please use reduction='mean' instead.", stacklevel=2)
+        ret = 1
+    elif reduction == "sum":
+        ret = 2
+    else:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return ret
+
+
+@helper
+def _legacy_reduction(size_average, reduce):
+    # torch.nn._reduction.legacy_get_string
+    if size_average is None:
+        size_average = True
+    if reduce is None:
+        reduce = True
+    if size_average and reduce:
+        ret = "mean"
+    elif reduce:
+        ret = "sum"
+    else:
+        ret = "none"
+    warnings.warn(
+        f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.", stacklevel=2
+    )
+    return ret
+
+
+@helper
+def _reduction_or_legacy(size_average, reduce, reduction):
+    # legacy_get_enum(size_average, reduce) when either is given, else get_enum(reduction)
+    if size_average is not None or reduce is not None:
+        return _reduction_enum(_legacy_reduction(size_average, reduce))
+    return _reduction_enum(reduction)
+
+
+@helper
+def _check_p(p):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+@helper
+def _list_text(seq):
+    # str(list(seq)) of a run-time sequence of ints
+    text = ""
+    for i in range(len(seq)):
+        text = f"{seq[i]}" if i == 0 else f"{text}, {seq[i]}"
+    return f"[{text}]"
+
+
+@helper
+def _verify_batch_size(size, as_list):
+    # F._verify_batch_size; `as_list`: the caller built a list, which prints as one (not as a torch.Size)
+    size_prods = size[0]
+    for i in range(len(size) - 2):
+        size_prods = size_prods * size[i + 2]
+    if size_prods == 1:
+        shown = _list_text(size) if as_list else f"{size}"
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {shown}")
+
+
+@helper
+def _verify_spatial_size(size):
+    size_prods = 1
+    for i in range(2, len(size)):
+        size_prods = size_prods * size[i]
+    if size_prods == 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size {size}")
+
+
+@helper
+def _warn_if_sizes_differ(target, input):
+    if target.size() != input.size():
+        warnings.warn(
+            f"Using a target size ({target.size()}) that is different to the input size ({input.size()}). "
+            "This will likely lead to incorrect results due to broadcasting. "
+            "Please ensure they have the same size.",
+            stacklevel=2,
+        )
+
+
+# ---- dropout -----------------------------------------------------------------------------------------------
+
+
+@adapts(F.dropout)
+def dropout(input, p=0.5, training=True, inplace=False):
+    _check_p(p)
+    if inplace:
+        return _VF.dropout_(input, p, training)
+    return _VF.dropout(input, p, training)
+
+
+@adapts(F.alpha_dropout)
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    _check_p(p)
+    if inplace:
+        return _VF.alpha_dropout_(input, p, training)
+    return _VF.alpha_dropout(input, p, training)
+
+
+@helper
+def _feature_dropout(input, p, training, inplace):
+    if inplace:
+        return _VF.feature_dropout_(input, p, training)
+    return _VF.feature_dropout(input, p, training)
+
+
+@adapts(F.dropout1d)
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    _check_p(p)
+    inp_dim = input.dim()
+    if inp_dim != 2 and inp_dim != 3:
+        raise RuntimeError(
+            f"dropout1d: Expected 2D or 3D input, but received a {inp_dim}D input. "
+            "Note that dropout1d exists to provide channel-wise dropout on inputs with 1 "
+            "spatial dimension, a channel dimension, and an optional batch dimension "
+            "(i.e. 2D or 3D inputs)."
+        )
+    is_batched = inp_dim == 3
+    if not is_batched:
+        input = input.unsqueeze_(0) if inplace else input.unsqueeze(0)
+    result = _feature_dropout(input, p, training, inplace)
+    if not is_batched:
+        result = result.squeeze_(0) if inplace else result.squeeze(0)
+    return result
+
+
+@adapts(F.dropout2d)
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    _check_p(p)
+    inp_dim = input.dim()
+    if inp_dim != 3 and inp_dim != 4:
+        warnings.warn(
+            f"dropout2d: Received a {inp_dim}-D input to dropout2d, which is deprecated "
+            "and will result in an error in a future release. To retain the behavior "
+            "and silence this warning, please use dropout instead. Note that dropout2d "
+            "exists to provide channel-wise dropout on inputs with 2 spatial dimensions, "
+            "a channel dimension, and an optional batch dimension (i.e. 3D or 4D inputs).",
+            stacklevel=2,
+        )
+    if inp_dim == 3:
+        warnings.warn(
+            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise "
+            "1D dropout behavior is desired - input is interpreted as shape (N, C, L), where C "
+            "is the channel dim. This behavior will change in a future release to interpret the "
+            "input as one without a batch dimension, i.e. shape (C, H, W). To maintain the 1D "
+            "channel-wise dropout behavior, please switch to using dropout1d instead.",
+            stacklevel=2,
+        )
+    return _feature_dropout(input, p, training, inplace)
+
+
+@adapts(F.dropout3d)
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    _check_p(p)
+    inp_dim = input.dim()
+    if inp_dim != 4 and inp_dim != 5:
+        warnings.warn(
+            f"dropout3d: Received a {inp_dim}-D input to dropout3d, which is deprecated "
+            "and will result in an error in a future release. To retain the behavior "
+            "and silence this warning, please use dropout instead. Note that dropout3d "
+            "exists to provide channel-wise dropout on inputs with 3 spatial dimensions, "
+            "a channel dimension, and an optional batch dimension (i.e. 4D or 5D inputs).",
+            stacklevel=2,
+        )
+    is_batched = inp_dim == 5
+    if not is_batched:
+        input = input.unsqueeze_(0) if inplace else input.unsqueeze(0)
+    result = _feature_dropout(input, p, training, inplace)
+    if not is_batched:
+        result = result.squeeze_(0) if inplace else result.squeeze(0)
+    return result
+
+
+@adapts(F.feature_alpha_dropout)
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    _check_p(p)
+    if inplace:
+        return _VF.feature_alpha_dropout_(input, p, training)
+    return _VF.feature_alpha_dropout(input, p, training)
+
+
+# ---- activations -------------------------------------------------------------------------------------------
+
+
+@adapts(F.threshold)
+def threshold(input, threshold, value, inplace=False):
+    if inplace:
+        return _VF.threshold_(input, threshold, value)
+    return _VF.threshold(input, threshold, value)
+
+
+@adapts(F.relu)
+def relu(input, inplace=False):
+    if inplace:
+        return torch.relu_(input)
+    return torch.relu(input)
+
+
+@adapts(F.glu)
+def glu(input, dim=-1):
+    if input.dim() == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    return _nn.glu(input, dim)
+
+
+@adapts(F.hardtanh)
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    if inplace:
+        return _nn.hardtanh_(input, min_val, max_val)
+    return _nn.hardtanh(input, min_val, max_val)
+
+
+@adapts(F.relu6)
+def relu6(input, inplace=False):
+    if inplace:
+        return _nn.relu6_(input)
+    return _nn.relu6(input)
+
+
+@adapts(F.elu)
+def elu(input, alpha=1.0, inplace=False):
+    if inplace:
+        return _nn.elu_(input, alpha)
+    return _nn.elu(input, alpha)
+
+
+@adapts(F.selu)
+def selu(input, inplace=False):
+    if inplace:
+        return torch.selu_(input)
+    return torch.selu(input)
+
+
+@adapts(F.celu)
+def celu(input, alpha=1.0, inplace=False):
+    if inplace:
+        return torch.celu_(input, alpha)
+    return torch.celu(input, alpha)
+
+
+@adapts(F.leaky_relu)
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    if inplace:
+        return _nn.leaky_relu_(input, negative_slope)
+    return _nn.leaky_relu(input, negative_slope)
+
+
+@adapts(F.rrelu)
+def rrelu(input, lower=0.125, upper=0.3333333333333333, training=False, inplace=False):
+    if inplace:
+        return torch.rrelu_(input, lower, upper, training)
+    return torch.rrelu(input, lower, upper, training)
+
+
+@adapts(F.tanhshrink)
+def tanhshrink(input):
+    return input - input.tanh()
+
+
+@adapts(F.softsign)
+def softsign(input):
+    return input / (input.abs() + 1)
+
+
+@helper
+def _softmax_dim(name, ndim, stacklevel):
+    # F._get_softmax_dim
+    warnings.warn(
+        f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as an argument.",
+        stacklevel=2,
+    )
+    if ndim == 0 or ndim == 1 or ndim == 3:
+        ret = 0
+    else:
+        ret = 1
+    return ret
+
+
+@adapts(F.softmin)
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim("softmin", input.dim(), _stacklevel)
+    if dtype is None:
+        return (-input).softmax(dim)
+    return (-input).softmax(dim, dtype=dtype)
+
+
+@adapts(F.softmax)
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim("softmax", input.dim(), _stacklevel)
+    if dtype is None:
+        return input.softmax(dim)
+    return input.softmax(dim, dtype=dtype)
+
+
+@adapts(F.gumbel_softmax)
+def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    gumbels = -torch.empty_like(logits, memory_format=torch.contiguous_format).exponential_().log()
+    gumbels = (logits + gumbels) / tau
+    y_soft = gumbels.softmax(dim)
+    if hard:
+        index = y_soft.max(dim, keepdim=True)[1]
+        y_hard = torch.zeros_like(logits, memory_format=torch.contiguous_format).scatter_(dim, index, 1.0)
+        return y_hard - y_soft.detach() + y_soft
+    return y_soft
+
+
+@adapts(F.log_softmax)
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim("log_softmax", input.dim(), _stacklevel)
+    if dtype is None:
+        return input.log_softmax(dim)
+    return input.log_softmax(dim, dtype=dtype)
+
+
+@adapts(F.tanh)
+def tanh(input):
+    return input.tanh()
+
+
+@adapts(F.sigmoid)
+def sigmoid(input):
+    return input.sigmoid()
+
+
+@adapts(F.hardsigmoid)
+def hardsigmoid(input, inplace=False):
+    if inplace:
+        return _nn.hardsigmoid_(input)
+    return _nn.hardsigmoid(input)
+
+
+@adapts(F.silu)
+def silu(input, inplace=False):
+    if inplace:
+        return _nn.silu_(input)
+    return _nn.silu(input)
+
+
+@adapts(F.mish)
+def mish(input, inplace=False):
+    if inplace:
+        return _nn.mish_(input)
+    return _nn.mish(input)
+
+
+@adapts(F.hardswish)
+def hardswish(input, inplace=False):
+    if inplace:
+        return _nn.hardswish_(input)
+    return _nn.hardswish(input)
+
+
+# ---- embeddings --------------------------------------------------------------------------------------------
+
+
+@adapts(F.embedding)
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
+    if padding_idx is not None:
+        if padding_idx > 0:
+            if padding_idx >= weight.size(0):
+                raise AssertionError("Padding_idx must be within num_embeddings")
+        elif padding_idx < 0:
+            if padding_idx < -weight.size(0):
+                raise AssertionError("Padding_idx must be within num_embeddings")
+            padding_idx = weight.size(0) + padding_idx
+    else:
+        padding_idx = -1
+    if max_norm is not None:
+        input = input.contiguous()
+        # F._no_grad_embedding_renorm_: the renorm writes into weight.detach()
+        torch.embedding_renorm_(weight.detach(), input, max_norm, norm_type)
+    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
+
+
+@adapts(F.embedding_bag)
+def embedding_bag(
+    input,
+    weight,
+    offsets=None,
+    max_norm=None,
+    norm_type=2,
+    scale_grad_by_freq=False,
+    mode="mean",
+    sparse=False,
+    per_sample_weights=None,
+    include_last_offset=False,
+    padding_idx=None,
+):
+    if weight.dtype == torch.long and input.is_floating_point():
+        warnings.warn(
+            "Argument order of nn.functional.embedding_bag was changed. "
+            "Usage `embedding_bag(weight, input, ...)` is deprecated, "
+            "and should now be `embedding_bag(input, weight, ...)`.",
+            stacklevel=2,
+        )
+        weight, input = input, weight
+    if per_sample_weights is not None and input.size() != per_sample_weights.size():
+        raise ValueError(
+            f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) is not None, "
+            f"then it must have the same shape as the input ({input.shape})"
+        )
+    if not weight.dim() == 2:
+        raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.dim()}")
+    # (a region's tensors are strided: the nested-input path of eager is never taken)
+    if input.dim() == 2:
+        if offsets is not None:
+            raise ValueError(
+                "if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                "fixed length sequences. However, found offsets of type <class 'torch.Tensor'>"
+            )
+        offsets = torch.arange(0, input.numel(), input.size(1), dtype=input.dtype, device=input.device)
+        include_last_offset = False
+        input = input.reshape(-1)
+        if per_sample_weights is not None:
+            per_sample_weights = per_sample_weights.reshape(-1)
+    elif input.dim() == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if offsets.dim() != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.dim()}")
+    if mode == "sum":
+        mode_enum = 0
+    elif mode == "mean":
+        mode_enum = 1
+    elif mode == "max":
+        mode_enum = 2
+        if scale_grad_by_freq:
+            raise ValueError("max mode does not support scaling the gradient by the frequency")
+        if sparse:
+            raise ValueError("max mode does not support sparse weights")
+    else:
+        raise ValueError("mode has to be one of sum, mean or max")
+    if max_norm is not None:
+        torch.embedding_renorm_(weight.detach(), input, max_norm, norm_type)
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(
+            "embedding_bag: per_sample_weights was not None. "
+            "per_sample_weights is only supported for mode='sum' "
+            f"(got mode='{mode}'). Please open a feature request on GitHub."
+        )
+    ret, _, _, _ = torch.embedding_bag(
+        weight,
+        input,
+        offsets,
+        scale_grad_by_freq,
+        mode_enum,
+        sparse,
+        per_sample_weights,
+        include_last_offset,
+        padding_idx,
+    )
+    return ret
+
+
+# ---- normalisation -----------------------------------------------------------------------------------------
+
+
+@adapts(F.batch_norm)
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    if training:
+        _verify_batch_size(input.size(), False)
+    if training and eps <= 0.0:
+        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
+    elif eps < 0.0:
+        raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
+    return torch.batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, CUDNN_ENABLED)
+
+
+@adapts(F.instance_norm)
+def instance_norm(
+    input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True, momentum=0.1, eps=1e-5
+):
+    if use_input_stats:
+        _verify_spatial_size(input.size())
+    return torch.instance_norm(
+        input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, CUDNN_ENABLED
+    )
+
+
+@adapts(F.layer_norm)
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    return torch.layer_norm(input, normalized_shape, weight, bias, eps, CUDNN_ENABLED)
+
+
+@adapts(F.rms_norm)
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    return torch.rms_norm(input, normalized_shape, weight, eps)
+
+
+@adapts(F.group_norm)
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    if input.dim() < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.dim()}")
+    _verify_batch_size([input.size(0) * input.size(1) // num_groups, num_groups] + list(input.size()[2:]), True)
+    return torch.group_norm(input, num_groups, weight, bias, eps, CUDNN_ENABLED)
+
+
+@adapts(F.local_response_norm)
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    dim = input.dim()
+    if dim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality                          input (got {dim} dimensions)")
+    if input.numel() == 0:
+        return input
+    div = input.mul(input)
+    if dim == 3:
+        div = div.unsqueeze(1)
+        div = F.pad(div, (0, 0, size // 2, (size - 1) // 2))
+        div = F.avg_pool2d(div, (size, 1), stride=1).squeeze(1)
+    else:
+        sizes = input.size()
+        div = div.view(sizes[0], 1, sizes[1], sizes[2], -1)
+        div = F.pad(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
+        div = F.avg_pool3d(div, (size, 1, 1), stride=1).squeeze(1)
+        div = div.view(sizes)
+    div = div.mul(alpha).add(k).pow(beta)
+    return input / div
+
+
+@adapts(F.normalize)
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    if out is None:
+        denom = input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)
+        return input / denom
+    denom = input.norm(p, dim, keepdim=True).clamp_min_(eps).expand_as(input)
+    return torch.div(input, denom, out=out)
+
+
+# ---- distances, folding ------------------------------------------------------------------------------------
+
+
+@adapts(F.unfold)
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    return _nn.im2col(input, _pair(kernel_size), _pair(dilation), _pair(padding), _pair(stride))
+
+
+@adapts(F.fold)
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    return _nn.col2im(input, _pair(output_size), _pair(kernel_size), _pair(dilation), _pair(padding), _pair(stride))
