@@ -1,6 +1,6 @@
 """The differential suites at levels 1 and 3, with and without autograd recording and under inference_mode.
 
-Model code (the cell of tests/test_models.py), the model code with control flow
+Model code (the cells of tests/test_models.py and tests/test_models_functional.py), the model code with control flow
 (tests/test_control_models.py: loops, branches, lists), random programs (the
 fuzzer's forms, and the control-flow fuzz of tests/support/control_fuzz.py) and
 the OpInfo entries of element-wise ops (the ops
@@ -163,6 +163,44 @@ def test_model_code_matches_eager(model_cells, level, mode):
                     bad.append(f"{name} (call {i}): {status}: {detail}")
     assert not bad, f"level {level}, {mode}:\n" + "\n".join(bad)
     assert ran >= 50, ran
+
+
+# ---- model code calling torch.nn.functional ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def functional_model_cells():
+    from tests import test_models_functional
+
+    built = {}
+    for level in LEVELS:
+        ns, report = cells.compile_cell(
+            test_models_functional.CELL, filename=f"<ppy-levels-functional-models-{level}>", level_override=level
+        )
+        assert not report.python, report.summary()  # none may stay Python, at any level
+        built[level] = ns
+    return test_models_functional, built
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("level", LEVELS)
+def test_functional_model_code_matches_eager(functional_model_cells, level, mode):
+    # Losses and blocks made of adapters (batch norm in training, dropout, pooling, pad): level 3 reuses
+    # temporaries inside them, and a batch norm in training writes its running statistics.
+    test_models_functional, built = functional_model_cells
+    ns = built[level]
+    bad, ran = [], 0
+    with mode_context(mode):
+        for name, calls in test_models_functional.CALLS.items():
+            for i, make in enumerate(calls):
+                args, kwargs = make()
+                args, kwargs = for_mode(args, mode), for_mode(kwargs, mode)
+                status, detail = eager.compare_call(ns[name], args, kwargs, grad=mode == "recording")
+                ran += 1
+                if status != MATCH:
+                    bad.append(f"{name} (call {i}): {status}: {detail}")
+    assert not bad, f"level {level}, {mode}:\n" + "\n".join(bad)
+    assert ran >= 30, ran
 
 
 # ---- model code with control flow ----------------------------------------------------------------------------
