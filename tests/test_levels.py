@@ -250,6 +250,21 @@ def test_levels_write_different_code_and_explain_says_what():
     assert sum("writes" in n for n in notes[3]) == 6
     layer = codegen.generate([_ir(CELL, 2)["layer"]]).regions[0]
     assert "at::_ops::mm::call" in layer.cpp and any("calls mm" in n for n in layer.level_notes[2])
+    # Level 3 only: functional ops of the list, and mm, may go past the autograd kernel.
+    assert "ppy::call_below<" not in texts[1] + texts[2] + layer.cpp
+    assert "ppy::call_below<at::_ops::" in texts[3] and any("ppy::call_below" in n for n in notes[3])
+    layer3 = codegen.generate([_ir(CELL, 3)["layer"]]).regions[0]
+    assert "ppy::call_below<at::_ops::mm>(ppy_direct, " in layer3.cpp
+
+
+def test_with_a_profiler_attached_level_3_calls_go_through_the_dispatcher(cells):
+    """Past the autograd kernel only while nothing observes: a profiler sees each op, as in eager."""
+    args = CALLS["layer"]()
+    with torch.no_grad(), torch.profiler.profile() as prof:
+        out = cells[3]["layer"](*args)
+    assert _same(out, cells[3]["layer"].__wrapped__(*args))
+    names = [e.name for e in prof.events()]
+    assert "aten::mm" in names, names
 
 
 # ---- built: one cell at each level ---------------------------------------------------------------------

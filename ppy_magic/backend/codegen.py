@@ -194,11 +194,16 @@ class Emitter:
         if isinstance(e, ir.Call):
             args = levels.call_args(e, self.consts, line)
             if self.plan.level >= 2 and all(isinstance(a, (ir.Var, ir.Const, ir.Default)) for a in e.args):
-                direct = levels.direct_call(e, args)
+                direct = levels.direct_call(e, args, below=self.plan.level >= 3)
                 if direct is not None:
                     self.note(f"line {line}: {direct[1]} (checked per call)")
                     self.headers.update(levels.DIRECT_HEADERS)
                     return direct[0]
+            if self.plan.level >= 3:
+                below = levels.below_autograd_call(e, args)
+                if below is not None:
+                    self.note(levels.BELOW_AUTOGRAD_NOTE)
+                    return below
             return f"{cpp.op_call(e.op)}({', '.join(args)})"
         return cpp.expr(e)
 

@@ -52,7 +52,8 @@ def describe(level: int) -> str:
     return {
         1: "level 1: the straight translation (a fresh wrapped number per call for each Python number)",
         2: "level 2: constants built once per region, results moved, mm/addmm where eager's composite calls them",
-        3: "level 3: level 2, and dead temporaries reused in place while autograd is not recording",
+        3: "level 3: level 2, and while autograd is not recording dead temporaries reused in place and "
+        "element-wise ops past the autograd kernel",
     }.get(level, f"level {level}")
 
 
@@ -344,19 +345,21 @@ def _const_ints(a: Any) -> tuple[int, ...] | None:
     return None
 
 
-def direct_call(call: ir.Call, args: list[str]) -> tuple[str, str] | None:
+def direct_call(call: ir.Call, args: list[str], below: bool = False) -> tuple[str, str] | None:
     """Level 2: ``(C++ expression, note)`` calling ``mm``/``addmm`` where eager's composite would, else None.
 
     ``matmul`` of two matrices is ``mm`` (ATen's ``_matmul_impl``); ``linear`` of a matrix
     with a bias is ``addmm(bias, input, weight.t())`` (ATen's ``linear``). The condition
-    is checked per call and the composite runs otherwise.
+    is checked per call and the composite runs otherwise. With `below` (level 3),
+    ``mm`` is called as ``ppy::call_below`` calls an op of level 3's list.
     """
     name, overload = call.op.name, call.op.overload
     if name == "matmul" and overload == "" and len(args) == 2:
         a, b = args
         cond = f"{a}.dim() == 2 && {b}.dim() == 2"
         plain = f"{cpp.op_call(call.op)}({a}, {b})"
-        return f"(({cond}) ? at::_ops::mm::call({a}, {b}) : {plain})", "matmul of two matrices calls mm"
+        mm = f"ppy::call_below<at::_ops::mm>({DIRECT}, {a}, {b})" if below else f"at::_ops::mm::call({a}, {b})"
+        return f"(({cond}) ? {mm} : {plain})", "matmul of two matrices calls mm"
     if name == "linear" and overload == "" and len(args) == 3:
         bias = call.args[2]
         if isinstance(bias, ir.Default) or (isinstance(bias, ir.Const) and bias.kind == Kind.NONE):
@@ -373,6 +376,26 @@ def direct_call(call: ir.Call, args: list[str]) -> tuple[str, str] | None:
 
 
 DIRECT_HEADERS = ("ATen/ops/mm_ops.h", "ATen/ops/addmm_ops.h", "ATen/ops/t_ops.h")
+
+BELOW_AUTOGRAD_NOTE = (
+    "functional element-wise ops (level 3's list) and mm go straight to the backend kernel, past the Autograd "
+    "and ADInplaceOrView kernels, while autograd is not recording, no operand requires grad and no profiler "
+    "is attached (ppy::call_below)"
+)
+
+
+def below_autograd_call(call: ir.Call, args: list[str]) -> str | None:
+    """Level 3: ``ppy::call_below`` of a functional op on level 3's list, or None.
+
+    Only functional overloads with a fresh result (no alias annotation): for them
+    ADInplaceOrView is a fallthrough, and with nothing requiring grad the Autograd
+    kernel only redispatches, so skipping both gives the backend kernel's result,
+    as eager gets it. ``ppy_region.h`` decides per call.
+    """
+    if reuse_for(call.op.name, call.op.overload) is None or not fresh_tensor(call):
+        return None
+    struct = cpp.op_call(call.op).removesuffix("::call")
+    return f"ppy::call_below<{struct}>({DIRECT}, {', '.join(args)})"
 
 
 def reuse_lines(site: ReuseSite, call: ir.Call, args: list[str], target: str) -> list[str]:

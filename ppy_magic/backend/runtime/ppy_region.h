@@ -135,23 +135,55 @@ inline c10::DispatchKeySet keys_of(const T&... t) {
   return (key_set_of(t) | ...);
 }
 
-// Runs the in-place or out= overload Op that writes into a dead temporary. With
-// `direct` (Out::unobserved, and no profiler or other RecordFunction observer),
-// and operands that carry no dispatch key below ADInplaceOrView but their dense
-// backend's, the call goes straight to the backend kernel: the Autograd kernel
-// would only check that no tensor requires grad (none does) and the
+// The key set to redispatch an op to, skipping the Autograd and ADInplaceOrView
+// kernels, or empty when it must dispatch as usual: only with `direct`
+// (Out::unobserved, and no profiler or other RecordFunction observer) and operands
+// that carry no dispatch key below ADInplaceOrView but their dense backend's.
+inline c10::DispatchKeySet below_autograd(bool direct, c10::DispatchKeySet keys) {
+  const c10::DispatchKeySet below = keys & c10::after_ADInplaceOrView_keyset;
+  static const uint64_t dense = c10::DispatchKeySet(c10::DispatchKey::Dense).raw_repr() |
+                                c10::backend_bitset_mask.raw_repr();
+  if (direct && !below.empty() && (below.raw_repr() & ~dense) == 0) return below;
+  return c10::DispatchKeySet();
+}
+
+// Runs the in-place or out= overload Op that writes into a dead temporary. When
+// below_autograd allows it, the call goes straight to the backend kernel: the
+// Autograd kernel would only check that no tensor requires grad (none does) and the
 // ADInplaceOrView kernel only bumps the temporary's version counter, which
 // nothing else can read. Otherwise it dispatches as usual.
 template <typename Op, typename... A>
 inline void write_into(bool direct, c10::DispatchKeySet keys, A&&... args) {
-  const c10::DispatchKeySet below = keys & c10::after_ADInplaceOrView_keyset;
-  static const uint64_t dense = c10::DispatchKeySet(c10::DispatchKey::Dense).raw_repr() |
-                                c10::backend_bitset_mask.raw_repr();
-  if (direct && !below.empty() && (below.raw_repr() & ~dense) == 0) {
+  const c10::DispatchKeySet below = below_autograd(direct, keys);
+  if (!below.empty()) {
     Op::redispatch(below, std::forward<A>(args)...);
   } else {
     Op::call(std::forward<A>(args)...);
   }
+}
+
+// Level 3: a functional op of the allow-list (reuse.py) or mm, called where no
+// temporary is reused. While nothing can observe the region (`direct`) and no
+// operand requires grad, it goes straight to the backend kernel: with nothing
+// requiring grad the Autograd kernel only redispatches, and a functional op's
+// ADInplaceOrView kernel is a fallthrough (no version counter to bump, no view to
+// record). The result is the backend kernel's, as eager's is.
+template <typename T>
+inline c10::DispatchKeySet operand_keys(const T&) { return c10::DispatchKeySet(); }
+inline c10::DispatchKeySet operand_keys(const at::Tensor& t) { return key_set_of(t); }
+inline c10::DispatchKeySet operand_keys(const ::std::optional<at::Tensor>& t) { return key_set_of(t); }
+template <typename T>
+inline bool operand_records(const T&) { return false; }
+inline bool operand_records(const at::Tensor& t) { return records(t); }
+inline bool operand_records(const ::std::optional<at::Tensor>& t) { return records(t); }
+
+template <typename Op, typename... A>
+inline at::Tensor call_below(bool direct, A&&... args) {
+  if (direct && !(c10::GradMode::is_enabled() && (operand_records(args) || ...))) {
+    const c10::DispatchKeySet below = below_autograd(true, (operand_keys(args) | ...));
+    if (!below.empty()) return Op::redispatch(below, std::forward<A>(args)...);
+  }
+  return Op::call(std::forward<A>(args)...);
 }
 
 // No profiler (or other RecordFunction callback) would see a call that skips the dispatcher's entry.
