@@ -168,7 +168,9 @@ class PpyMagics(Magics):
           (made in the same block, and read by nothing else in the function:
           never a value a loop carries, a list holds or a later path reads)
           writes its result into it, when dtype and shape allow; otherwise the
-          ordinary op.
+          ordinary op. Under the same condition the element-wise ops and ``mm``
+          that reuse nothing call their backend kernel past the autograd one
+          (the same kernel; not while a profiler is attached).
 
         ``ppy_magic.explain(f)`` lists, per level, the constants built once and
         the temporaries reused in ``f``.
