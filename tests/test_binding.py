@@ -45,7 +45,19 @@ def failed(x):
 
 class FakeRegion:
     def __init__(
-        self, fn, module, index, kinds, ret, mask, names, defaults, notes, result_types, check_unobserved=False
+        self,
+        fn,
+        module,
+        index,
+        kinds,
+        ret,
+        mask,
+        names,
+        defaults,
+        notes,
+        result_types,
+        check_unobserved=False,
+        extras=0,
     ) -> None:
         self.fn, self.index = fn, index
         self.__ppy_region__ = True
