@@ -301,6 +301,7 @@ class Zoo(nn.Module):
         self.seq = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
         self.heads = nn.ModuleDict({"a": nn.Linear(8, 2), "b": nn.Linear(8, 2)})
         self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+        self.gates = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
 
     @ppy.opt(3)
     def forward(self, x, tokens, img):
@@ -313,6 +314,14 @@ class Zoo(nn.Module):
             h = act(h)
         for blk in self.blocks:
             h = blk(h)
+        # Lists of modules known at the call, counted and zipped (zip stops at the shorter), as model code writes them
+        for i, blk in enumerate(self.blocks, 1):
+            h = h + blk(h) * (0.5 / i)
+        for k, (blk, gate) in enumerate(zip(self.blocks, self.gates)):
+            h = blk(h) * torch.sigmoid(gate(h)) + k
+        # ... and modules known from __init__: unrolled
+        for k, (act, layer) in enumerate(zip(self.acts, reversed(self.seq))):
+            h = act(layer(h)) + k
         h = h + self.blocks[0](h) + self.blocks[-1](h) + self.blocks[len(self.blocks) - 1](h)
         b = self.bil(h, h)
         y = self.deconv(self.conv2(img))
@@ -736,6 +745,18 @@ class Annotated(nn.Module):
     @ppy.opt(3)
     def forward(self, x):
         return x.view(x.shape[0], self.heads, -1)
+
+
+class Backwards(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(n)])
+
+    @ppy.opt(3)
+    def forward(self, x):
+        for layer in reversed(self.layers):
+            x = layer(x)
+        return x
 """
 
 
@@ -746,6 +767,10 @@ def test_what_a_method_cannot_read_is_located():
     assert reasons["Unannotated.forward"].startswith("at 14:35: ")  # `self.heads` in the return
     assert "assigning to an attribute" in reasons["Assigns.forward"]
     assert report.compiled == ["Annotated.forward"]
+    loop = REFUSED.splitlines().index("        for layer in reversed(self.layers):") + 1
+    assert reasons["Backwards.forward"].startswith(f"at {loop}:22: ")  # at `reversed(self.layers)`
+    assert "reversed(), zip() or enumerate() of self.layers is not supported here" in reasons["Backwards.forward"]
+    assert "write `for m in self.layers:`" in reasons["Backwards.forward"]
     x = torch.randn(2, 6)
     assert_same(compiled.Unannotated(3)(x), eager.Unannotated(3)(x))
     assert_same(compiled.Annotated(3)(x), eager.Annotated(3)(x))

@@ -156,6 +156,11 @@ class LoopCompiler:
         # break/continue need a run-time loop: tuples known at compile time become run-time sequences
         runtime = _jumps(node.body, (ast.Break, ast.Continue))
         fn = static_value(node.iter.func, self.g) if isinstance(node.iter, ast.Call) else None
+        if fn in (zip, enumerate):
+            module_loop = self.module_loop_sources(node)  # lists of modules known only at the call
+            if module_loop is not None:
+                self.for_module_lists(node, module_loop)
+                return
         if fn in (range, zip, enumerate, reversed):
             it = self.iteration(node.iter, runtime)
         else:
@@ -227,6 +232,20 @@ class LoopCompiler:
         return self.value_iteration(node, value, runtime)
 
     def value_iteration(self, node: ast.AST, value: Any, runtime: bool = False) -> Iteration:
+        if isinstance(value, ModuleValue):  # zip/enumerate/reversed of a ModuleList or Sequential
+            kind, found = self.module_items(node, value)
+            if kind == "static" and not runtime:
+                return StaticIteration(tuple(found))
+            what = (
+                "in a loop with break or continue"
+                if kind == "static"
+                else "here: its modules are known only at the call (zip() and enumerate() of them are)"
+            )
+            raise self.error(
+                node,
+                f"reversed(), zip() or enumerate() of {value.path} is not supported {what}; "
+                f"write `for m in {value.path}:` and count with a variable of your own",
+            )
         if isinstance(value, ir.Tup):
             if runtime:
                 return SequenceIteration((self.runtime_sequence(node, value.items),), ("item", 0))
@@ -302,6 +321,10 @@ class LoopCompiler:
             raise self.error(node, "reversed() of an iterator (zip, enumerate, reversed) fails in Python too")
         if isinstance(arg, ir.Tup):
             return self.value_iteration(node, ir.Tup(tuple(reversed(arg.items))), runtime)
+        if isinstance(arg, ModuleValue):
+            modules = self.value_iteration(node, arg, runtime)
+            assert isinstance(modules, StaticIteration)
+            return StaticIteration(tuple(reversed(modules.items)))
         part = self.value_iteration(node, arg)
         (seq,) = part.seqs  # a list's reverse iterator starts at its last item, as it is when reversed() runs
         n = self.intrinsic("seq_len", Kind.INT, seq)

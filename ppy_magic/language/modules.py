@@ -22,11 +22,11 @@ from typing import Any
 
 from torch import nn
 
-from . import ir
+from . import ir, ops
 from .classes import NONE, ClassRef, ModType, ParamObject, Scalar, Union, Unknown
 from .ir import Kind
 from .loops import RangeIteration, stored_names
-from .namespace import function_key
+from .namespace import function_key, static_value
 from .values import BoundMethod, ModuleValue, OptionalScalar, PendingObject, Unbound, UnionValue
 
 # ---- the plan: what the runtime reads --------------------------------------------------------------
@@ -52,6 +52,17 @@ READS = {  # the intrinsic that reads a slot of each kind (optional ones: the va
     Kind.STR: "attr_str",
     Kind.INTS: "attr_ints",
 }
+
+
+@dataclass(frozen=True)
+class ModuleLoop:
+    """A `for` over lists of modules that zip()/enumerate() combine (see module_loop_sources)."""
+
+    sources: list[ast.expr]  # the module expressions, in zip's order
+    values: tuple[Any, ...]  # what they read (ModuleValues)
+    start: ast.expr | None  # enumerate's start, if written
+    counted: bool  # enumerate(...)
+    zipped: bool  # zip(...)
 
 
 @dataclass(frozen=True)
@@ -376,6 +387,85 @@ class ModuleCompiler:
         assigned = stored_names(node.body) - {name}
         self.run_loop(node, iteration, bind, None, node.body, assigned, [])
         self.locals[name] = Unbound(name, "the loop variable is undefined after a loop that may run zero times")
+
+    def module_loop_sources(self, node: ast.For) -> ModuleLoop | None:
+        """`for i, m in enumerate(<modules>)`, `for a, b in zip(<modules>, <modules>)` and
+        `enumerate(zip(...))` where some list of modules is known only at the call; None for any
+        other loop (modules all known from __init__ are unrolled like any static sequence)."""
+        it, start, counted = node.iter, None, False
+        if isinstance(it, ast.Call) and static_value(it.func, self.g) is enumerate:
+            if it.keywords and [k.arg for k in it.keywords] != ["start"] or not 1 <= len(it.args) <= 2:
+                return None
+            start = it.args[1] if len(it.args) == 2 else (it.keywords[0].value if it.keywords else None)
+            counted, it = True, it.args[0]
+        zipped = isinstance(it, ast.Call) and static_value(it.func, self.g) is zip and not it.keywords
+        sources = list(it.args) if zipped else [it]
+        if not sources or any(isinstance(a, ast.Starred) for a in sources):
+            return None
+        # Only `self.a.b`-style reads of a module are looked at here: evaluating any other expression
+        # now would run it twice (once more in the ordinary loop).
+        if not all(self._reads_a_module(a) for a in sources):
+            return None
+        values = [self.value(a) for a in sources]
+        if not all(isinstance(v, ModuleValue) for v in values):
+            return None
+        if all(self.module_items(a, v)[0] == "static" for a, v in zip(sources, values, strict=True)):
+            return None
+        return ModuleLoop(sources, tuple(values), start, counted, zipped)
+
+    def _reads_a_module(self, node: ast.expr) -> bool:
+        """`node` is an attribute path from a local module (`self.layers`, `block.heads`): reading it runs nothing."""
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return isinstance(node, ast.Name) and isinstance(self.locals.get(node.id), ModuleValue)
+
+    def for_module_lists(self, node: ast.For, loop: ModuleLoop) -> None:
+        """A loop over lists of modules read at the call, counted (enumerate) and/or zipped."""
+        if node.orelse:
+            raise self.error(node, "`for ... else` is not supported in a region")
+        sources, counted, zipped = loop.sources, loop.counted, loop.zipped
+        target = node.target
+        if counted:
+            if not (isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(target.elts[0], ast.Name)):
+                raise self.error(target, "a region unpacks enumerate() over modules into two names: `for i, m in ...`")
+            count_target, target = target.elts[0], target.elts[1]
+        names = [target] if not zipped else (target.elts if isinstance(target, ast.Tuple) else [])
+        if len(names) != len(sources) or not all(isinstance(t, ast.Name) for t in names):
+            raise self.error(target, "a region loops over modules into one name per list of modules")
+        lists = []
+        for a, mv in zip(sources, loop.values, strict=True):
+            kind, found = self.module_items(a, mv)
+            if kind != "list":
+                raise self.error(
+                    a,
+                    f"zipping {mv.path}, known from __init__, with a list of modules known only at the "
+                    "call is not supported in a region",
+                )
+            lists.append((mv, *found))
+        begin: Any = ir.Const(0, Kind.INT)
+        if loop.start is not None:
+            begin = self.value(loop.start)
+            if getattr(begin, "kind", None) not in (Kind.INT, Kind.BOOL):
+                raise self.error(loop.start, f"enumerate() needs an int start in a region, got {ops.describe(begin)}")
+            begin = self.as_int(begin)
+        n = self.intrinsic("modules_len", Kind.INT, lists[0][1])
+        for _mv, modules, _elem in lists[1:]:  # zip stops at the shortest
+            n = self.intrinsic("min", Kind.INT, n, self.intrinsic("modules_len", Kind.INT, modules))
+
+        def bind(index: ir.Atom) -> None:
+            for t, (mv, modules, elem) in zip(names, lists, strict=True):
+                item = self.new_var(t.id, Kind.MODULE)
+                self.emit(ir.Assign((item,), ir.Intrinsic("modules_at", (modules, index)), self.line()))
+                self.locals[t.id] = ModuleValue(item, elem, f"{mv.path}[...]")
+            if counted:
+                self.bind_target(count_target, self.intrinsic("int_add", Kind.INT, begin, index))
+
+        iteration = RangeIteration(ir.Const(0, Kind.INT), n, ir.Const(1, Kind.INT))
+        module_names = {t.id for t in names}
+        assigned = (stored_names(node.body) | stored_names([node.target])) - module_names
+        self.run_loop(node, iteration, bind, None, node.body, assigned, [])
+        for name in module_names:
+            self.locals[name] = Unbound(name, "the loop variable is undefined after a loop that may run zero times")
 
     # -- narrowing on attributes -------------------------------------------------------------------------
     def narrowed(self, value: Any, not_none: bool) -> Any:
