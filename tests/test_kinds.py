@@ -125,9 +125,12 @@ def closures(x, scale: float):
     def norm(t, eps=1e-5):
         return t / (t.abs().sum() + eps)
 
+    def block(t, k: float):
+        return norm(act(t)) * k  # a nested def calling the body's lambda and nested def
+
     y = act(x)
     scale = scale * 2  # late binding, as in Python: act reads the new scale
-    return y, act(x), norm(x), apply_twice(lambda t: t + scale, x), apply_twice(norm, x)
+    return y, act(x), norm(x), apply_twice(lambda t: t + scale, x), apply_twice(norm, x), block(x, 3.0)
 
 
 @ppy.opt(3)

@@ -357,9 +357,14 @@ class CallCompiler:
         if closure.env is not None:
             env = closure.env
         elif closure.owner == id(self):
-            env = tuple((n, self.locals[n]) for n in closure.free_names() if n in self.locals)
+            # a closure among the free names (a lambda a nested def calls) takes its own free names' values now
+            env = tuple((n, self.passed_on(self.locals[n])) for n in closure.free_names() if n in self.locals)
         else:
-            raise self.error(node, "a function defined in another region's body cannot be called here")
+            raise self.error(
+                node,
+                "a function defined in another function's body cannot be called here in a region: "
+                "define it where it is called, or pass it as an argument",
+            )
         for name, value in env:
             if isinstance(value, Unbound):
                 raise self.error(node, f"'{name}' may be unbound here: {value.why}")
@@ -369,7 +374,14 @@ class CallCompiler:
     def passed_on(self, value: Any) -> Any:
         """A value given to another function: a closure of this one takes its free names' values now."""
         if isinstance(value, Closure) and value.env is None and value.owner == id(self):
-            env = tuple((n, self.locals[n]) for n in value.free_names() if n in self.locals)
+            capturing = self.capturing
+            if id(value) in capturing:  # nested defs that call each other: recursion, refused where called
+                return value
+            capturing.add(id(value))
+            try:
+                env = tuple((n, self.passed_on(self.locals[n])) for n in value.free_names() if n in self.locals)
+            finally:
+                capturing.discard(id(value))
             return Closure(value.node, value.owner, value.g, value.filename, value.lines, env)
         return value
 

@@ -139,6 +139,7 @@ class FunctionCompiler(
         self.runtime_returns = False  # a helper whose paths return a constant and a value of one kind
         # variables holding a list parameter or a slice of one: a list or a tuple, as the caller passed it
         self.param_vars: set[str] = set()
+        self.capturing: set[int] = set()  # closures taking their free names' values now (calls.passed_on)
 
     @property
     def classes(self) -> Any:
