@@ -41,10 +41,12 @@ import time
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from tests.support.cells import compile_cell
+from tests.support.nanogpt import GPT_SOURCE
 
 SOURCE = """\
 import math
@@ -76,120 +78,6 @@ def gru(xs, h, w_ih, w_hh, b_ih, b_hh):
 """
 LEVELS = (1, 2, 3)
 FILENAME = "<call_overhead>"
-
-GPT_SOURCE = """\
-import math
-from dataclasses import dataclass
-
-import torch
-import torch.nn as nn
-from torch.nn import functional as F
-import ppy
-
-
-@dataclass
-class GPTConfig:
-    block_size: int = 8
-    vocab_size: int = 64
-    n_layer: int = 2
-    n_head: int = 2
-    n_embd: int = 32
-    dropout: float = 0.0
-    bias: bool = True
-
-
-class LayerNorm(nn.Module):
-    def __init__(self, ndim, bias):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(ndim))
-        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
-
-    @ppy.opt(3)
-    def forward(self, input):
-        return F.layer_norm(input, self.weight.shape, self.weight, self.bias, 1e-5)
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.attn_dropout = nn.Dropout(config.dropout)
-        self.resid_dropout = nn.Dropout(config.dropout)
-        self.n_head = config.n_head
-        self.n_embd = config.n_embd
-        self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size))
-                                    .view(1, 1, config.block_size, config.block_size))
-
-    @ppy.opt(3)
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
-        att = F.softmax(att, dim=-1)
-        att = self.attn_dropout(att)
-        y = att @ v
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.resid_dropout(self.c_proj(y))
-
-
-class MLP(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
-        self.gelu = nn.GELU(approximate="tanh")
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
-        self.dropout = nn.Dropout(config.dropout)
-
-    @ppy.opt(3)
-    def forward(self, x):
-        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
-
-
-class Block(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
-        self.attn = CausalSelfAttention(config)
-        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
-        self.mlp = MLP(config)
-
-    @ppy.opt(3)
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        x = x + self.mlp(self.ln_2(x))
-        return x
-
-
-class GPT(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(config.vocab_size, config.n_embd),
-            wpe=nn.Embedding(config.block_size, config.n_embd),
-            drop=nn.Dropout(config.dropout),
-            h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
-            ln_f=LayerNorm(config.n_embd, bias=config.bias),
-        ))
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
-        self.transformer.wte.weight = self.lm_head.weight
-
-    @ppy.opt(3)
-    def forward(self, idx):
-        b, t = idx.size()
-        assert t <= self.config.block_size
-        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
-        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
-        for block in self.transformer.h:
-            x = block(x)
-        x = self.transformer.ln_f(x)
-        return self.lm_head(x[:, [-1], :])
-"""
 
 
 @dataclass(frozen=True)
@@ -272,7 +160,8 @@ def gpt_models() -> dict[str, torch.nn.Module]:
             if report.python:
                 sys.exit(f"call_overhead: the model did not compile at level {level}:\n{report.summary()}")
         torch.manual_seed(0)
-        models[f"level {level}" if level else "eager"] = namespace.GPT(namespace.GPTConfig()).eval()
+        config = namespace.GPTConfig(block_size=8, vocab_size=64, dropout=0.0)
+        models[f"level {level}" if level else "eager"] = namespace.GPT(config).eval()
     return models
 
 
@@ -298,7 +187,11 @@ def time_round(loop: Callable, fn: Callable, args: tuple, number: int, clock: Ca
         gc.enable()
 
 
-def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, tuple):  # the model's (logits, loss): loss is None without targets
+        return isinstance(b, tuple) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if a is None or b is None:
+        return a is b
     return (
         a.dtype == b.dtype
         and a.shape == b.shape
