@@ -165,21 +165,40 @@ def test_model_code_matches_eager(model_cells, level, mode):
     assert ran >= 50, ran
 
 
-# ---- model code calling torch.nn.functional ----------------------------------------------------------------
+# ---- model code calling torch.nn.functional, and model code with control flow ------------------------------
+
+
+def built_at_levels(source: str, tag: str) -> dict[int, dict]:
+    """`source` compiled once per level; none of its functions may stay Python at any level."""
+    built = {}
+    for level in LEVELS:
+        ns, report = cells.compile_cell(source, filename=f"<ppy-levels-{tag}-{level}>", level_override=level)
+        assert not report.python, report.summary()
+        built[level] = ns
+    return built
+
+
+def mismatches(ns: dict, calls: dict, mode: str, with_kwargs: bool) -> tuple[list[str], int]:
+    """Every call of every function of `calls` (makers of `(args, kwargs)`, or of args alone) against eager in
+    `mode`: what did not match, and how many calls ran."""
+    bad, ran = [], 0
+    with mode_context(mode):
+        for name, makers in calls.items():
+            for i, make in enumerate(makers):
+                args, kwargs = make() if with_kwargs else (make(), {})
+                args, kwargs = for_mode(args, mode), for_mode(kwargs, mode)
+                status, detail = eager.compare_call(ns[name], args, kwargs, grad=mode == "recording")
+                ran += 1
+                if status != MATCH:
+                    bad.append(f"{name} (call {i}): {status}: {detail}")
+    return bad, ran
 
 
 @pytest.fixture(scope="module")
 def functional_model_cells():
     from tests import test_models_functional
 
-    built = {}
-    for level in LEVELS:
-        ns, report = cells.compile_cell(
-            test_models_functional.CELL, filename=f"<ppy-levels-functional-models-{level}>", level_override=level
-        )
-        assert not report.python, report.summary()  # none may stay Python, at any level
-        built[level] = ns
-    return test_models_functional, built
+    return test_models_functional, built_at_levels(test_models_functional.CELL, "functional-models")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -188,52 +207,23 @@ def test_functional_model_code_matches_eager(functional_model_cells, level, mode
     # Losses and blocks made of adapters (batch norm in training, dropout, pooling, pad): level 3 reuses
     # temporaries inside them, and a batch norm in training writes its running statistics.
     test_models_functional, built = functional_model_cells
-    ns = built[level]
-    bad, ran = [], 0
-    with mode_context(mode):
-        for name, calls in test_models_functional.CALLS.items():
-            for i, make in enumerate(calls):
-                args, kwargs = make()
-                args, kwargs = for_mode(args, mode), for_mode(kwargs, mode)
-                status, detail = eager.compare_call(ns[name], args, kwargs, grad=mode == "recording")
-                ran += 1
-                if status != MATCH:
-                    bad.append(f"{name} (call {i}): {status}: {detail}")
+    bad, ran = mismatches(built[level], test_models_functional.CALLS, mode, with_kwargs=True)
     assert not bad, f"level {level}, {mode}:\n" + "\n".join(bad)
     assert ran >= 30, ran
-
-
-# ---- model code with control flow ----------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def control_model_cells():
     from tests import test_control_models
 
-    built = {}
-    for level in LEVELS:
-        ns, report = cells.compile_cell(
-            test_control_models.CELL, filename=f"<ppy-levels-control-models-{level}>", level_override=level
-        )
-        assert not report.python, report.summary()  # none may stay Python, at any level
-        built[level] = ns
-    return test_control_models, built
+    return test_control_models, built_at_levels(test_control_models.CELL, "control-models")
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("level", LEVELS)
 def test_control_flow_model_code_matches_eager(control_model_cells, level, mode):
     test_control_models, built = control_model_cells
-    ns = built[level]
-    bad, ran = [], 0
-    with mode_context(mode):
-        for name, makers in test_control_models.CALLS.items():
-            for i, make in enumerate(makers):
-                args = for_mode(make(), mode)
-                status, detail = eager.compare_call(ns[name], args, {}, grad=mode == "recording")
-                ran += 1
-                if status != MATCH:
-                    bad.append(f"{name} (call {i}): {status}: {detail}")
+    bad, ran = mismatches(built[level], test_control_models.CALLS, mode, with_kwargs=False)
     assert not bad, f"level {level}, {mode}:\n" + "\n".join(bad)
     assert ran >= 60, ran
 
