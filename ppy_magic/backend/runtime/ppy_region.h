@@ -116,20 +116,22 @@ inline bool fits(const at::Tensor&, ::std::nullopt_t) { return true; }
 // No operand of the op is recorded by autograd. Out::unobserved already says no
 // argument requires grad (or grad mode is off); this also covers tensors a region
 // obtains otherwise, so that a reused temporary is never in, or saved by, a graph.
+template <typename T>
+inline bool records(const T&) { return false; }  // a number, a Scalar, a size: not a tensor
 inline bool records(const at::Tensor& t) { return t.defined() && t.requires_grad(); }
 inline bool records(const ::std::optional<at::Tensor>& t) { return t && records(*t); }
-inline bool records(::std::nullopt_t) { return false; }
 template <typename... T>
 inline bool grad_free(const T&... t) {
   return !c10::GradMode::is_enabled() || !(records(t) || ...);
 }
 
-// The dispatch keys of an op's tensor operands, for write_into.
+// The dispatch keys of an op's operands (none for an operand that is not a tensor), for write_into and call_below.
+template <typename T>
+inline c10::DispatchKeySet key_set_of(const T&) { return c10::DispatchKeySet(); }
 inline c10::DispatchKeySet key_set_of(const at::Tensor& t) { return t.defined() ? t.key_set() : c10::DispatchKeySet(); }
 inline c10::DispatchKeySet key_set_of(const ::std::optional<at::Tensor>& t) {
   return t ? key_set_of(*t) : c10::DispatchKeySet();
 }
-inline c10::DispatchKeySet key_set_of(::std::nullopt_t) { return c10::DispatchKeySet(); }
 template <typename... T>
 inline c10::DispatchKeySet keys_of(const T&... t) {
   return (key_set_of(t) | ...);
@@ -168,19 +170,10 @@ inline void write_into(bool direct, c10::DispatchKeySet keys, A&&... args) {
 // requiring grad the Autograd kernel only redispatches, and a functional op's
 // ADInplaceOrView kernel is a fallthrough (no version counter to bump, no view to
 // record). The result is the backend kernel's, as eager's is.
-template <typename T>
-inline c10::DispatchKeySet operand_keys(const T&) { return c10::DispatchKeySet(); }
-inline c10::DispatchKeySet operand_keys(const at::Tensor& t) { return key_set_of(t); }
-inline c10::DispatchKeySet operand_keys(const ::std::optional<at::Tensor>& t) { return key_set_of(t); }
-template <typename T>
-inline bool operand_records(const T&) { return false; }
-inline bool operand_records(const at::Tensor& t) { return records(t); }
-inline bool operand_records(const ::std::optional<at::Tensor>& t) { return records(t); }
-
 template <typename Op, typename... A>
 inline at::Tensor call_below(bool direct, A&&... args) {
-  if (direct && !(c10::GradMode::is_enabled() && (operand_records(args) || ...))) {
-    const c10::DispatchKeySet below = below_autograd(true, (operand_keys(args) | ...));
+  if (direct && grad_free(args...)) {
+    const c10::DispatchKeySet below = below_autograd(true, keys_of(args...));
     if (!below.empty()) return Op::redispatch(below, std::forward<A>(args)...);
   }
   return Op::call(std::forward<A>(args)...);
