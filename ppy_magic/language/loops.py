@@ -156,12 +156,13 @@ class LoopCompiler:
         # break/continue need a run-time loop: tuples known at compile time become run-time sequences
         runtime = _jumps(node.body, (ast.Break, ast.Continue))
         fn = static_value(node.iter.func, self.g) if isinstance(node.iter, ast.Call) else None
-        if fn in (zip, enumerate):
-            module_loop = self.module_loop_sources(node)  # lists of modules known only at the call
-            if module_loop is not None:
-                self.for_module_lists(node, module_loop)
-                return
-        if fn in (range, zip, enumerate, reversed):
+        module_loop = self.module_loop_sources(node) if fn in (zip, enumerate) else None
+        if module_loop is not None and not module_loop.static:  # lists of modules known only at the call
+            self.for_module_lists(node, module_loop)
+            return
+        if module_loop is not None:
+            it = self.module_iteration(node, module_loop, runtime)
+        elif fn in (range, zip, enumerate, reversed):
             it = self.iteration(node.iter, runtime)
         else:
             value = self.value(node.iter)

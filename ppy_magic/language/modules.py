@@ -25,7 +25,7 @@ from torch import nn
 from . import ir, ops
 from .classes import NONE, ClassRef, ModType, ParamObject, Scalar, Union, Unknown
 from .ir import Kind
-from .loops import RangeIteration, stored_names
+from .loops import RangeIteration, StaticIteration, stored_names
 from .namespace import function_key, static_value
 from .values import BoundMethod, ModuleValue, OptionalScalar, PendingObject, Unbound, UnionValue
 
@@ -60,9 +60,15 @@ class ModuleLoop:
 
     sources: list[ast.expr]  # the module expressions, in zip's order
     values: tuple[Any, ...]  # what they read (ModuleValues)
+    items: tuple[tuple[str, Any], ...]  # what iterating each gives (module_items), read once
     start: ast.expr | None  # enumerate's start, if written
     counted: bool  # enumerate(...)
     zipped: bool  # zip(...)
+
+    @property
+    def static(self) -> bool:
+        """Every list of modules is known from __init__: the loop is unrolled."""
+        return all(kind == "static" for kind, _ in self.items)
 
 
 @dataclass(frozen=True)
@@ -375,23 +381,11 @@ class ModuleCompiler:
                     raise self.error(node, "`return` inside a loop is not supported in a region")
             return
         modules, elem = found
-        n = self.intrinsic("modules_len", Kind.INT, modules)
-
-        def bind(index: ir.Atom) -> None:
-            # The loop variable is a module the body reads from the list at the loop's index.
-            item = self.new_var(name, Kind.MODULE)
-            self.emit(ir.Assign((item,), ir.Intrinsic("modules_at", (modules, index)), self.line()))
-            self.locals[name] = ModuleValue(item, elem, f"{mv.path}[...]")
-
-        iteration = RangeIteration(ir.Const(0, Kind.INT), n, ir.Const(1, Kind.INT))
-        assigned = stored_names(node.body) - {name}
-        self.run_loop(node, iteration, bind, None, node.body, assigned, [])
-        self.locals[name] = Unbound(name, "the loop variable is undefined after a loop that may run zero times")
+        self.module_list_loop(node, [node.target], [(mv, modules, elem)], None, ir.Const(0, Kind.INT))
 
     def module_loop_sources(self, node: ast.For) -> ModuleLoop | None:
         """`for i, m in enumerate(<modules>)`, `for a, b in zip(<modules>, <modules>)` and
-        `enumerate(zip(...))` where some list of modules is known only at the call; None for any
-        other loop (modules all known from __init__ are unrolled like any static sequence)."""
+        `enumerate(zip(...))` of lists of modules, each read once; None for any other loop."""
         it, start, counted = node.iter, None, False
         if isinstance(it, ast.Call) and static_value(it.func, self.g) is enumerate:
             if it.keywords and [k.arg for k in it.keywords] != ["start"] or not 1 <= len(it.args) <= 2:
@@ -409,9 +403,26 @@ class ModuleCompiler:
         values = [self.value(a) for a in sources]
         if not all(isinstance(v, ModuleValue) for v in values):
             return None
-        if all(self.module_items(a, v)[0] == "static" for a, v in zip(sources, values, strict=True)):
-            return None
-        return ModuleLoop(sources, tuple(values), start, counted, zipped)
+        items = tuple(self.module_items(a, v) for a, v in zip(sources, values, strict=True))
+        return ModuleLoop(sources, tuple(values), items, start, counted, zipped)
+
+    def module_iteration(self, node: ast.For, loop: ModuleLoop, runtime: bool) -> Any:
+        """The iteration of a loop over modules all known from __init__: unrolled, as a static sequence is."""
+        if runtime:
+            path = loop.values[0].path
+            raise self.error(
+                node.iter,
+                f"reversed(), zip() or enumerate() of {path} is not supported in a loop with break or continue; "
+                f"write `for m in {path}:` and count with a variable of your own",
+            )
+        parts = [StaticIteration(tuple(found)) for _kind, found in loop.items]
+        it = self.zip_iterations(node.iter, parts) if loop.zipped else parts[0]
+        if not loop.counted:
+            return it
+        start = self.value(loop.start) if loop.start is not None else ir.Const(0, Kind.INT)
+        if getattr(start, "kind", None) not in (Kind.INT, Kind.BOOL):
+            raise self.error(node.iter, f"enumerate() needs an int start in a region, got {ops.describe(start)}")
+        return self.enumerate_iteration(node.iter, it, self.as_int(start))
 
     def _reads_a_module(self, node: ast.expr) -> bool:
         """`node` is an attribute path from a local module (`self.layers`, `block.heads`): reading it runs nothing."""
@@ -433,8 +444,7 @@ class ModuleCompiler:
         if len(names) != len(sources) or not all(isinstance(t, ast.Name) for t in names):
             raise self.error(target, "a region loops over modules into one name per list of modules")
         lists = []
-        for a, mv in zip(sources, loop.values, strict=True):
-            kind, found = self.module_items(a, mv)
+        for a, mv, (kind, found) in zip(sources, loop.values, loop.items, strict=True):
             if kind != "list":
                 raise self.error(
                     a,
@@ -448,16 +458,29 @@ class ModuleCompiler:
             if getattr(begin, "kind", None) not in (Kind.INT, Kind.BOOL):
                 raise self.error(loop.start, f"enumerate() needs an int start in a region, got {ops.describe(begin)}")
             begin = self.as_int(begin)
+        self.module_list_loop(node, names, lists, count_target if counted else None, begin)
+
+    def module_list_loop(
+        self,
+        node: ast.For,
+        names: list[ast.Name],
+        lists: list[tuple[ModuleValue, ir.Atom, Any]],
+        count_target: ast.expr | None,
+        begin: ir.Atom,
+    ) -> None:
+        """A run-time loop over lists of modules read at the call (modules, element type), in step (zip
+        stops at the shortest): each name is bound to its list's module, `count_target` to begin + index."""
         n = self.intrinsic("modules_len", Kind.INT, lists[0][1])
-        for _mv, modules, _elem in lists[1:]:  # zip stops at the shortest
+        for _mv, modules, _elem in lists[1:]:
             n = self.intrinsic("min", Kind.INT, n, self.intrinsic("modules_len", Kind.INT, modules))
 
         def bind(index: ir.Atom) -> None:
+            # Each loop variable is a module the body reads from its list at the loop's index.
             for t, (mv, modules, elem) in zip(names, lists, strict=True):
                 item = self.new_var(t.id, Kind.MODULE)
                 self.emit(ir.Assign((item,), ir.Intrinsic("modules_at", (modules, index)), self.line()))
                 self.locals[t.id] = ModuleValue(item, elem, f"{mv.path}[...]")
-            if counted:
+            if count_target is not None:
                 self.bind_target(count_target, self.intrinsic("int_add", Kind.INT, begin, index))
 
         iteration = RangeIteration(ir.Const(0, Kind.INT), n, ir.Const(1, Kind.INT))
