@@ -18,6 +18,7 @@ import torch
 from tests.support.batch import python_outcome
 from tests.support.cells import compile_cell, is_region
 from tests.support.eager import compare_call
+from tests.support.inputs import Inputs
 from tests.support.outcomes import CRASH, FAILURES, MATCH, PYTHON
 
 CELL = """
@@ -291,29 +292,12 @@ def dqn_huber_loss(q_values, actions, expected):
     return F.smooth_l1_loss(state_action_values, expected.unsqueeze(1))
 """
 
-_seed = iter(range(10**6))
-
-
-def t(*shape, grad=True, dtype=torch.float32, scale=1.0, positive=False):
-    g = torch.Generator().manual_seed(next(_seed))
-    x = torch.randn(*shape, generator=g, dtype=dtype) * scale
-    if positive:
-        x = x.abs() + 0.1
-    return x.requires_grad_(grad)
-
-
-def ints(high, *shape):
-    g = torch.Generator().manual_seed(next(_seed))
-    return torch.randint(0, high, shape, generator=g)
-
-
-def uniform(*shape, grad=True):
-    g = torch.Generator().manual_seed(next(_seed))
-    return (torch.rand(*shape, generator=g) * 0.9 + 0.05).requires_grad_(grad)
+_inputs = Inputs()  # this module's own stream of seeds
+t, ints, uniform = _inputs.t, _inputs.ints, _inputs.uniform
 
 
 def boxes(n, grad=True):
-    g = torch.Generator().manual_seed(next(_seed))
+    g = _inputs.generator()
     centre = torch.rand(n, 2, generator=g) * 0.5 + 0.25
     size = torch.rand(n, 2, generator=g) * 0.3 + 0.1
     return torch.cat([centre, size], dim=1).requires_grad_(grad)

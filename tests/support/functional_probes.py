@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from tests.support.inputs import Inputs
+
 CELL = """
 import math
 import torch
@@ -725,25 +727,8 @@ def p_istft(z, window):
 """
 
 
-_seed = iter(range(10**6))
-
-
-def t(*shape, grad=True, dtype=torch.float32, scale=1.0, positive=False):
-    g = torch.Generator().manual_seed(next(_seed))
-    x = torch.randn(*shape, generator=g, dtype=dtype) * scale
-    if positive:
-        x = x.abs() + 0.1
-    return x.requires_grad_(grad)
-
-
-def ints(high, *shape):
-    g = torch.Generator().manual_seed(next(_seed))
-    return torch.randint(0, high, shape, generator=g)
-
-
-def uniform(*shape, grad=True):
-    g = torch.Generator().manual_seed(next(_seed))
-    return (torch.rand(*shape, generator=g) * 0.9 + 0.05).requires_grad_(grad)
+_inputs = Inputs()  # this module's own stream of seeds
+t, ints, uniform = _inputs.t, _inputs.ints, _inputs.uniform
 
 
 def _ctc():
