@@ -283,6 +283,91 @@ def report(case: Case, grad: bool, times: dict) -> dict[str, float]:
     return ratios
 
 
+VARIANTS_SOURCE = """\
+import torch
+import ppy
+
+
+@ppy.opt(3)
+def plain(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x @ w + b)
+
+
+@ppy.opt(3)
+def specialised(x, w, b, act, use_bias, mode, extra):
+    y = x @ w
+    if use_bias:
+        y = y + b
+    if mode == "relu" and extra is None:
+        y = act(y)
+    return y
+
+
+@ppy.opt(3)
+def seed_at_call(x, w, b):
+    return torch.relu(x @ w + b)
+"""
+
+
+def measure_variants(rounds: int, scale: float, clock: Callable[[], float]) -> int:
+    """A region with 4 values compiled in (a callable, a bool, a str, None: each compared at every call) against
+    the same ATen calls with none; and how long the seed layer's first call takes to make it a region."""
+    import tempfile
+
+    import ppy_magic
+    from ppy_magic import backend, variants
+
+    ns, _ = compile_cell(VARIANTS_SOURCE, filename="<call_overhead variants>")
+    x, w, b = torch.randn(8, 32), torch.randn(32, 32), torch.randn(32)
+    spec_args = (x, w, b, torch.relu, True, "relu", None)
+    ns["specialised"](*spec_args)
+    ppy_magic.wait()
+    plain, spec = ns["plain"], ns["specialised"]
+    assert spec.__ppy_region__ and torch.equal(plain(x, w, b), spec(*spec_args))
+    number = max(1, int(20000 * scale))
+    loops = {3: make_loop(3), 7: make_loop(7)}
+    times: dict[str, list[float]] = {"plain": [], "specialised": []}
+    ratios = []
+    with torch.no_grad():
+        for _ in range(rounds):
+            t_plain = time_round(loops[3], plain, (x, w, b), number, clock)
+            t_spec = time_round(loops[7], spec, spec_args, number, clock)
+            times["plain"].append(t_plain)
+            times["specialised"].append(t_spec)
+            ratios.append(t_spec / t_plain)
+    med = {k: statistics.median(v) * 1e6 for k, v in times.items()}
+    print("variants: the guards of a specialised region (seed layer, no_grad, µs per call)")
+    print(f"  without specialised values: {med['plain']:.2f}")
+    print(
+        f"  with 4 (a callable, a bool, a str, None): {med['specialised']:.2f}"
+        f"  ratio {statistics.median(ratios):.3f} ({min(ratios):.3f}..{max(ratios):.3f} over {rounds} rounds)"
+    )
+    spread = (min(times["plain"]) * 1e6, max(times["plain"]) * 1e6)
+    print(f"  the plain region's own spread over the rounds: {spread[0]:.2f}..{spread[1]:.2f}")
+    print("variants: the seed layer's first call, unannotated (time until the region is live)")
+    for label, root in (("cold (nothing cached)", tempfile.mkdtemp()), ("warm (in the disk cache)", None)):
+        cache = backend.Cache(root) if root else backend.shared_cache()
+        fresh, _ = compile_cell(VARIANTS_SOURCE.replace("seed_at_call", "seed_at_call_"), filename=f"<ov {label}>")
+        if root:
+            fresh_ns = {}
+            from ppy_magic import pipeline
+
+            binder = pipeline.compile_source(VARIANTS_SOURCE, fresh_ns, "<ov cold>", cache=cache)
+            pipeline.run(compile(VARIANTS_SOURCE, "<ov cold>", "exec"), fresh_ns, binder)
+            f = fresh_ns["seed_at_call"]
+        else:
+            f = fresh["seed_at_call_"]
+        t0 = time.perf_counter()
+        first = f(x, w, b)
+        t_call = time.perf_counter() - t0
+        ppy_magic.wait()
+        live = time.perf_counter() - t0
+        assert f.__ppy_region__ and torch.equal(f(x, w, b), first)
+        print(f"  {label}: the first call returned in {t_call * 1e3:.1f} ms (Python); region live after {live:.2f} s")
+    del variants
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-r", "--repeat", type=int, default=9, help="rounds (default 9)")
@@ -293,9 +378,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compile", action="store_true", help="add torch.compile of the seed layer and the model (slow to build)"
     )
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="only the variants built at calls: the guards of 4 specialised values, and the first call's latency",
+    )
     args = parser.parse_args(argv)
 
     torch.set_num_threads(1)
+    if args.variants:
+        return measure_variants(args.repeat, args.scale, CLOCKS[args.clock])
     cases = [c for c in CASES if not args.only or args.only in c.name]
     ns = build_regions() if any(c.function != "gpt" for c in cases) else {}
     models = gpt_models() if any(c.function == "gpt" for c in cases) else {}

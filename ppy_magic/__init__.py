@@ -14,6 +14,7 @@ from .errors import BuildError, CompileError, PpyError
 from .language.coverage import functional_coverage
 from .language.ops import supported_ops
 from .region import PpyFallbackWarning, explain
+from .variants import wait
 from .version import __version__
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "supported_ops",
     "toolchain_ready",
     "unload_ipython_extension",
+    "wait",
 ]
 
 

@@ -47,10 +47,11 @@ def same_value(then: Any, now: Any) -> bool:
 class Target:
     """A region ready to bind: its spec, the extension and runtime that hold it, and its level."""
 
-    spec: RegionSpec
+    spec: RegionSpec | None  # None: compiled at its calls (``variants``), no variant built yet
     module: Any
     runtime: Any
     level: int
+    extras: int = 0  # a function compiled at its calls: what its regions ignore of a call
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,8 @@ class Binder:
     def stale(self, target: Target, fn: Callable) -> str | None:
         """Why `target` would no longer compute what `fn` does, if it would not: a global it froze changed."""
         g = getattr(fn, "__globals__", {})
+        if target.spec is None:
+            return None
         for name, then in target.spec.frozen_globals.items():
             if name in g and not self.same_global(then, g[name]):  # absent: a builtin, or the source's own
                 return self.changed_global(name, then, g[name])
@@ -118,7 +121,10 @@ class Binder:
         return f"global '{name}' changed between compiling and running the cell, so the compiled value would be wrong"
 
     def make(self, target: Target, fn: Callable) -> Any:
-        reg = region.make_region(target.runtime, target.module, target.spec, fn, target.level)
+        if target.spec is None:
+            reg = region.make_pending(target.runtime, fn, target.extras)
+        else:
+            reg = region.make_region(target.runtime, target.module, target.spec, fn, target.level)
         self.bound.append(reg)
         return reg
 

@@ -99,7 +99,7 @@ def cache_command(action: str, cache_dir: str | None, max_size: str | None) -> i
 
 
 def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = False, quiet: bool = False) -> int:
-    from . import backend, pipeline
+    from . import backend, pipeline, variants
     from .errors import PpyError
 
     try:
@@ -133,7 +133,8 @@ def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = 
     if not quiet and binder.report.summary():
         print(binder.report.summary(), file=sys.stderr)
     code = compile(source, path, "exec")
-    pipeline.run(code, namespace, binder)
+    with variants.blocking():  # a program waits for the variants its calls need, then runs them
+        pipeline.run(code, namespace, binder)
     return 0
 
 

@@ -10,23 +10,24 @@ from __future__ import annotations
 
 import ast
 import concurrent.futures
-import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import backend, decorator, region
+from . import backend, decorator, region, variants
 from .binding import Binder, StaysPython, Target, effective_level
 from .errors import BuildError, CacheError, CompileError
-from .language import frontend, ir, param_kinds
-from .language.namespace import Globals, Key, collect_globals, function_key
+from .language import frontend
+from .language.function import ignored_extras
+from .language.namespace import Key, collect_globals, function_key
 
 
 @dataclass
 class CellReport:
     compiled: list[str] = field(default_factory=list)
     python: list[tuple[str, str]] = field(default_factory=list)  # (function, reason)
+    at_call: list[str] = field(default_factory=list)  # functions not compiled at the cell, tried again at calls
     build_source: str | None = None  # "memory", "disk" or "build"
     build_seconds: float = 0.0
     module_name: str | None = None
@@ -54,6 +55,10 @@ class CellReport:
                 f"({', '.join(self.compiled)}) {how} in {self.build_seconds:.2f} s"
             )
         for name, reason in self.python:
+            if name in self.at_call:
+                lines.append(f"ppy: '{name}' is not compiled at the cell: {reason}")
+                lines.append("ppy:     its first call compiles it again, from the kinds and values that call brings")
+                continue
             lines.append(f"ppy: '{name}' stays Python: {reason}")
             if (name, reason) in self.hints:
                 lines.append(f"ppy:     {self.hints[(name, reason)]}")
@@ -72,12 +77,14 @@ class CellBinder(Binder):
     runtime: Any = None
     strict: bool = False
     cache: backend.Cache | None = None
-    # How to compile a function again (node, globals, lines, level): for unannotated parameters, whose
-    # kinds the first call the region was not built for may give (respecialise).
-    sources: dict[Key, tuple[Any, Globals, list[str], int]] = field(default_factory=dict)
+    # How to compile each function again, for the values of a call no variant takes (``variants``).
+    sources: dict[Key, variants.Source] = field(default_factory=dict)
+    at_call: set[Key] = field(default_factory=set)  # not compiled at the cell: compiled at calls
 
     def find(self, key: Key, fn: Callable, level: int) -> Target | StaysPython:
         spec = self.regions.get(key)
+        if spec is None and key in self.at_call and self.runtime is not None:
+            return Target(None, None, self.runtime, level, ignored_extras(self.sources[key].node))
         if spec is None:
             err = self.failures.get(key)
             return StaysPython(err.reason if err else frontend.not_compiled_reason(fn), err.hint if err else None)
@@ -88,9 +95,11 @@ class CellBinder(Binder):
 
     def make(self, target: Target, fn: Callable) -> Any:
         reg = super().make(target, fn)
-        key = function_key(fn)
-        if target.spec.untyped and key in self.sources and self.cache is not None:
-            self.runtime.set_first_call(reg, functools.partial(respecialise, self, reg, target.spec, key, fn))
+        source = self.sources.get(function_key(fn))
+        if target.spec is None and source is not None and source.cell_error is not None:
+            reg.__dict__["__ppy_reason__"] = source.cell_error.reason
+        if source is not None and self.cache is not None:
+            self.runtime.set_miss(reg, variants.Variants(source, fn, self.cache, self.runtime))
         return reg
 
 
@@ -99,33 +108,6 @@ def _shown_name(fn: Callable) -> str:
     name = getattr(fn, "__name__", type(fn).__name__)
     qualname = getattr(fn, "__qualname__", name)
     return qualname if qualname.count(".") == 1 and "<" not in qualname else name
-
-
-def respecialise(binder: CellBinder, reg: Any, spec: backend.RegionSpec, key: Key, fn: Callable, bound: tuple) -> None:
-    """A region's first call, when the region was not built for it: if its unannotated parameters hold
-    other kinds than tensors (a float, a dtype, ...), compile the function for those kinds and retarget
-    the region to it, so that later calls like this one run compiled (this one runs the Python body)."""
-    overrides: dict[str, Any] = {}
-    for i in spec.untyped:
-        kind = param_kinds.argument_kind(bound[i])
-        if kind is None:
-            return
-        overrides[spec.param_names[i]] = kind
-    if all(k == ir.Kind.TENSOR for k in overrides.values()):
-        return  # the region's own kinds: the guard failed for another reason
-    assert binder.cache is not None
-    node, g, lines, level = binder.sources[key]
-    try:
-        function = frontend.compile_function(node, g, binder.filename, lines, level, overrides=overrides)
-        code = backend.generate([function])
-        cell = binder.cache.load(backend.module_name("ppy_cell", code.text), code.text)
-    except (CompileError, BuildError) as err:
-        reg.__dict__["__ppy_first_call__"] = f"not compiled for the first call's kinds: {err}"
-        return
-    new = region.make_region(binder.runtime, cell.module, code.regions[0], fn, level)
-    binder.runtime.retarget(reg, new)
-    reg.__ppy_info__ = new.__ppy_info__
-    reg.__dict__["__ppy_first_call__"] = f"compiled for the first call's kinds ({', '.join(overrides)})"
 
 
 def compile_source(
@@ -155,25 +137,30 @@ def compile_source(
     owners = frontend.method_owners(tree)
     report = CellReport()
     functions, failures = [], {}
-    sources: dict[Key, tuple[Any, Globals, list[str], int]] = {}
+    sources: dict[Key, variants.Source] = {}
+    at_call: set[Key] = set()
     for node, level in top:
         key = function_key(node)
+        owner = owners.get(node)
+        shown = f"{owner.name}.{node.name}" if owner else node.name
         try:
             if level_override is not None:
                 level = level_override  # -O: the written level does not matter
-            function = frontend.compile_decorated(node, g, filename, lines, level, owners.get(node))
+            function = frontend.compile_decorated(node, g, filename, lines, level, owner)
             if function is None:
                 continue  # level 0: never compiled, not a failure
             functions.append(function)
-            if function.untyped and function.owner is None:  # a method's parameters stay as annotated
-                sources[key] = (node, g, lines, level)
+            sources[key] = variants.Source(node, g, filename, lines, level, owner)
         except CompileError as err:
             if strict:
                 raise err.with_function(node.name) from None
             failures[key] = err
+            if level > 0 and _may_compile_at_call(node, g, filename, lines, owner):
+                sources[key] = variants.Source(node, g, filename, lines, level, owner, err)
+                at_call.add(key)
+                report.at_call.append(shown)
             if level >= 0:  # an invalid level is reported by the decorator's own error when it runs
-                owner = owners.get(node)
-                report.stays_python(f"{owner.name}.{node.name}" if owner else node.name, err.reason, err.hint)
+                report.stays_python(shown, err.reason, err.hint)
     for node, level in nested:
         key = function_key(node)
         if level >= 0 and effective_level(level, default_level, level_override) == 0:
@@ -194,8 +181,16 @@ def compile_source(
         level_override=level_override,
         cache=cache,
         sources=sources,
+        at_call=at_call,
     )
     if not functions:
+        if at_call:  # only the runtime: every function here is compiled at its calls
+            try:
+                binder.runtime = backend.load_runtime(cache)
+                binder.runtime.set_fallback_hook(region.FALLBACKS)
+            except BuildError:
+                report.at_call.clear()
+                binder.at_call.clear()
         return binder
     code = backend.generate(functions)
     report.cpp = code.text
@@ -233,6 +228,16 @@ def compile_source(
     binder.runtime = runtime
     binder.regions = {(s.name, s.first_line): s for s in code.regions}
     return binder
+
+
+def _may_compile_at_call(node: Any, g: Any, filename: str, lines: list[str], owner: Any) -> bool:
+    """Whether a function the cell could not compile may compile for a call's values: it passes the
+    whole-function rules, so only its body's kinds and values stood in the way."""
+    try:
+        frontend.check_function(node, g, filename, lines, owner)
+    except CompileError:
+        return False
+    return True
 
 
 def _first_lines(text: str, n: int = 20) -> str:

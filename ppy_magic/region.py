@@ -95,9 +95,12 @@ class PpyFallbackWarning(RuntimeWarning):
 FALLBACKS = FallbackLog()
 
 
-def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level: int) -> Any:
+def make_region(
+    runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level: int, global_guards: tuple = ()
+) -> Any:
     """The RegionFunction of `spec` in `module`, standing for `fn`. A region that reads modules
-    (a method) gets its plan at its first call, when the classes it names exist."""
+    (a method) gets its plan at its first call, when the classes it names exist. `global_guards`:
+    (dict, name, value) of the globals a variant compiled at a call read, checked at each call."""
     devices = built_device_types()
     # The defaults the call binds: the function's own objects, as Python passes them (a dtype, a tuple).
     defaults = getattr(fn, "__defaults__", None) or ()
@@ -117,12 +120,36 @@ def make_region(runtime: Any, module: Any, spec: RegionSpec, fn: Callable, level
         # Levels 2 and 3 read Out::unobserved: the runtime establishes it on each call.
         check_unobserved=max(level, spec.opt_level) >= 2,
         extras=spec.extras,  # *args/**kwargs the region ignores (1 positional, 2 keywords)
+        **({"constants": tuple(spec.constants)} if spec.constants else {}),
+        **({"global_guards": tuple(global_guards)} if global_guards else {}),
     )
     functools.update_wrapper(region, fn)
     region.__ppy_info__ = RegionInfo(spec, module.__name__, devices, level)
     if spec.plan is not None:
         runtime.set_resolver(region, PlanResolver(runtime, spec, fn))
     return region
+
+
+def make_pending(runtime: Any, fn: Callable, extras: int) -> Any:
+    """A RegionFunction for `fn` with no variant yet: each is built at a call (``variants``), until then
+    every call runs `fn`. `extras`: what its regions ignore of a call (``function.ignored_extras``)."""
+    code = fn.__code__
+    names = code.co_varnames[: code.co_argcount]
+    reg = runtime.RegionFunction(
+        fn,
+        None,
+        0,
+        "",
+        "N",
+        device_mask(built_device_types()),
+        tuple(names),
+        tuple(getattr(fn, "__defaults__", None) or ()),
+        {},
+        (),
+        extras=extras,
+    )
+    functools.update_wrapper(reg, fn)
+    return reg
 
 
 class PlanResolver:
@@ -150,7 +177,7 @@ class PlanResolver:
             cls = classes.get(lay.cls) if lay.cls is not None else None
             slots = []
             for s in lay.slots:
-                expected = None
+                expected = s.value if s.kind == "K" else None
                 if s.how == "x":
                     expected = self.method(cls, s)
                     if isinstance(expected, str):
@@ -227,6 +254,7 @@ class Explanation:
     level: int | None = None  # the optimisation level it was compiled at
     level_notes: dict[int, tuple[str, ...]] = field(default_factory=dict)  # what each level changes in it
     reads: tuple[str, ...] = ()  # a method: what it reads of each kind of module, per call
+    variants: tuple[str, ...] = ()  # the variants built at calls: what each is specialised on, why, by which call
 
     def __str__(self) -> str:
         lines = []
@@ -243,6 +271,11 @@ class Explanation:
             if self.frozen_globals:
                 frozen = ", ".join(f"{k}={_short(v)}" for k, v in sorted(self.frozen_globals.items()))
                 lines.append(f"  globals frozen at compile time: {frozen}")
+            if self.variants:
+                lines.append("  variants built at calls (tried in this order, each guarded by its kinds and values):")
+                lines += [f"    {v}" for v in self.variants]
+                if self.reason:
+                    lines.append(f"  new calls: {self.reason}")
             if self.reads:
                 lines.append("  read at each call (and checked):")
                 lines += [f"    {r}" for r in self.reads]
@@ -260,6 +293,7 @@ class Explanation:
         else:
             lines.append(f"{self.name}: Python function, not a region")
             lines.append(f"  why: {self.reason}")
+            lines += [f"  {v}" for v in self.variants]
         return "\n".join(lines)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
@@ -277,6 +311,21 @@ def explain(f: Any) -> Explanation:
     """Whether `f` is a region, why not if not, its fallbacks so far and its generated C++."""
     name = getattr(f, "__qualname__", repr(f))
     info = getattr(f, "__ppy_info__", None) if getattr(f, "__ppy_region__", False) else None
+    built = getattr(f, "__ppy_variants__", ())
+    if info is None and built:  # compiled at its calls: the first variant's
+        info = getattr(built[0], "__ppy_info__", None)
+    records = tuple(str(r) for r in getattr(f, "__dict__", {}).get("__ppy_variant_records__", ()))
+    call_reason = getattr(f, "__dict__", {}).get("__ppy_call_reason__")
+    if info is None and hasattr(f, "__ppy_variants__"):  # compiled at calls, no variant built yet
+        building = any("[building" in r for r in records)
+        at_cell = f.__dict__.get("__ppy_reason__")
+        reason = call_reason or (
+            "a variant for its first call's values is building: calls run the Python body until it lands"
+            if building
+            else f"{at_cell + '; ' if at_cell else ''}it is compiled at its first call, from the values that call "
+            "brings, and has not been called yet"
+        )
+        return Explanation(name, False, reason, None, f.fallbacks, f.calls, f.last_fallback_reason, variants=records)
     if info is None:
         reason = getattr(f, "__ppy_reason__", None)
         if reason is None:
@@ -289,7 +338,7 @@ def explain(f: Any) -> Explanation:
     return Explanation(
         name,
         True,
-        None,
+        call_reason if records else None,  # a region with variants: why new calls may not get one
         info.spec.cpp,
         f.fallbacks,
         f.calls,
@@ -301,6 +350,7 @@ def explain(f: Any) -> Explanation:
         level=info.spec.opt_level,
         level_notes=dict(info.spec.level_notes),
         reads=_reads(info.spec.plan),
+        variants=records,
     )
 
 

@@ -414,6 +414,7 @@ def test_the_public_names():
             "supported_ops",
             "toolchain_ready",
             "unload_ipython_extension",
+            "wait",
         ]
     )
     for name in ppy_magic.__all__:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import ppy_magic
 from tests.support.cells import compile_cell
 from tests.support.eager import compare_call
 from tests.support.outcomes import MATCH, NO_RUN
@@ -276,14 +277,15 @@ def test_unannotated_parameters_take_the_kinds_of_the_first_call(cell):
     ns, _ = cell
     f = ns["first_call_kinds"]
     x = t(3)
-    f(x, 2.0)  # the first call, with a float: the Python body runs, and the region is compiled for it
-    assert "first call" in f.__dict__["__ppy_first_call__"]
+    f(x, 2.0)  # the first call, with a float: the Python body runs, and a variant is built for it
+    ppy_magic.wait()
+    assert len(f.__ppy_variants__) == 2  # the cell's (tensors), and the float's (an int or a float)
     for s in (3.0, 4, 0.5):
         assert compare_call(f, (x, s))[0] == MATCH
     assert compare_call(f, (ints(3), 2))[0] == MATCH
-    assert compare_call(f, (x, t(3)))[0] == NO_RUN  # now a tensor is the other kind
-    g = ns["closures"]  # ran with its annotated kinds first: no first-call compilation
-    assert "__ppy_first_call__" not in g.__dict__
+    assert compare_call(f, (x, t(3)))[0] == MATCH  # the cell's variant still takes tensors
+    g = ns["closures"]  # ran with its annotated kinds first: nothing built at a call
+    assert "__ppy_variant_records__" not in g.__dict__
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))

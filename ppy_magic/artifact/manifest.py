@@ -301,6 +301,8 @@ _CODECS: dict[Any, Codec] = {
     tuple: (list, tuple),  # of plain values (defaults)
     tuple[str, ...]: (list, tuple),
     tuple[int, ...]: (list, tuple),
+    # what a variant compiled at a call read as constants, and where
+    tuple[tuple[str, int], ...]: (lambda t: [list(x) for x in t], lambda t: tuple((str(a), int(b)) for a, b in t)),
     dict[int, str]: (lambda d: {str(k): v for k, v in d.items()}, lambda d: {int(k): v for k, v in d.items()}),
     # globals frozen at compile time (FrozenGlobal once recorded)
     dict[str, Any]: (

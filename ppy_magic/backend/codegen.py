@@ -48,6 +48,8 @@ class RegionSpec:
     result_types: tuple[type, ...] = ()  # the torch.return_types named tuples it returns
     extras: int = 0  # arguments beyond the parameters the call may pass and the region ignores: 1 *args, 2 **kwargs
     untyped: tuple[int, ...] = ()  # parameters with neither annotation nor default (ir.Function.untyped)
+    constants: tuple = ()  # per parameter: the value a 'K' one was specialised for (ir.Function.constants)
+    specialised_reads: tuple[tuple[str, int], ...] = ()  # what was compiled in, and where (explain, annotate)
     owner: str | None = None  # a method: its class's name
     plan: Plan | None = None  # a method: what the runtime reads of its module parameters
     opt_level: int = 1  # the optimisation level its C++ was written at
@@ -426,6 +428,8 @@ def _param_decl(p: ir.Param, i: int) -> str:
             f'const bool {NAME(is_str)} = {arg}.variant; const std::string {NAME(as_str)} = {arg}.s ? {arg}.s : ""; '
             f"const at::Device {NAME(as_device)} = {arg}.device;"
         )
+    if p.kind == Kind.CONSTANT:  # compiled in; the runtime compared the argument with it
+        return f"// {p.name}: specialised, compared at the call"
     n = f"v_{p.name}"
     if p.kind in ir.HELD_BY and p.kind != Kind.OPT_TENSOR:  # an optional number or dtype
         ctype = cpp.cpp_type(p.kind)
@@ -609,6 +613,8 @@ def generate(functions: list[ir.Function]) -> CellCode:
                 result_types=fn.result_types,
                 extras=fn.extras,
                 untyped=fn.untyped,
+                constants=fn.constants,
+                specialised_reads=fn.specialised_reads,
                 owner=fn.owner,
                 plan=fn.plan,
                 opt_level=max(1, min(fn.level, 3)),

@@ -15,6 +15,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
+from .. import variants
 from . import display
 
 
@@ -127,7 +128,8 @@ class BenchMagics(Magics):
         shown = widget.progress(self.shell, title, options.repeat, compiling=options.compile, quiet=a.quiet)
         t0 = time.perf_counter()
         try:
-            result = bench.measure(func, values, options, arg_names=a.args, on_progress=shown.update)
+            with variants.blocking():  # a variant the arguments need is built first, so the region is measured
+                result = bench.measure(func, values, options, arg_names=a.args, on_progress=shown.update)
         except bench.BenchUsageError as err:
             shown.finish(f"{title}: not timed")
             raise UsageError(f"%ppy_bench: {err}") from None

@@ -11,8 +11,19 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
+from .. import variants
 from . import display
 from .cell import PpyMagics
+
+
+def variants_info() -> str:
+    """The variants built at calls in this kernel: building, ready or why not."""
+    records = variants.all_records()
+    if not records:
+        return ""
+    lines = [f"\nvariants built at calls ({len(records)}):"]
+    lines += [f"  {r.function}: {r}" for r in records]
+    return "\n".join(lines)
 
 
 @magics_class
@@ -37,7 +48,7 @@ class CacheMagics(Magics):
         """
         action = line.strip() or "info"
         if action == "info":
-            display.text(self.options.cache.info())
+            display.text(self.options.cache.info() + variants_info())
         elif action == "prune":
             display.text(self.options.cache.prune())
         elif action == "clear":

@@ -22,12 +22,12 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Int, TraitError, Unicode, observe, validate
 
-from .. import backend, decorator, pipeline, region
+from .. import backend, decorator, pipeline, region, variants
 from ..annotate import annotate
 from ..backend import eviction
 from ..errors import BuildError, CompileError
 from . import display
-from .status import BuildStatus
+from .status import BuildStatus, variant_status
 
 
 def _level(text: str) -> int:
@@ -71,6 +71,12 @@ class PpyMagics(Magics):
         help="The level of a bare @ppy.opt or @ppy.opt() (0 never compiles; 1-3 compile). "
         "%%ppy -O LEVEL overrides every level of one cell.",
     ).tag(config=True)
+    max_variants = Int(
+        8,
+        help="At most this many variants per function, each built at a call for the kinds and values it brought "
+        "(a flag, a callable, a config's fields); past it, calls with new kinds or values run as Python and "
+        "ppy_magic.explain(f) names what changed. Annotating that parameter keeps one variant for all.",
+    ).tag(config=True)
     warn_fallback = Bool(
         False,
         help="Warn once per function and reason when a region runs its Python "
@@ -81,6 +87,18 @@ class PpyMagics(Magics):
         super().__init__(shell=shell, **kwargs)
         self._cache: backend.Cache | None = None
         region.FALLBACKS.warn = self.warn_fallback  # a profile's config was applied before observers ran
+        variants.settings.max_variants = self.max_variants
+        variants.settings.notify = variant_status if shell is not None else None
+
+    @observe("max_variants")
+    def _on_max_variants(self, change: dict) -> None:
+        variants.settings.max_variants = int(change["new"])
+
+    @validate("max_variants")
+    def _check_max_variants(self, proposal: dict) -> int:
+        if proposal["value"] < 1:
+            raise TraitError(f"PpyMagics.max_variants must be at least 1, got {proposal['value']}")
+        return proposal["value"]
 
     @observe("warn_fallback")
     def _on_warn_fallback(self, change: dict) -> None:

@@ -6,6 +6,7 @@ import contextvars
 import threading
 import time
 
+from .. import variants
 from . import display
 
 
@@ -57,3 +58,23 @@ class BuildStatus:
             self.line.replace(summary)
         elif summary:
             display.text(summary)
+
+
+def variant_status(record: variants.VariantRecord):  # noqa: ANN201 - the callback it returns
+    """Where a call asked for a variant: a line in that call's cell output, updated in place when the build lands
+    (the build runs in the background; the calls meanwhile run the Python body)."""
+    what = "; ".join(record.specialised) or "its kinds"
+    try:
+        line = display.LiveLine(f"ppy: building variant {record.number} of {record.function} for {what} ...")
+    except Exception:  # no display (a plain script): nothing to update
+        return None
+
+    def done(r: variants.VariantRecord) -> None:
+        if r.status == "ready":
+            line.replace(
+                f"ppy: variant {r.number} of {r.function} ready ({r.seconds:.1f} s): calls like it run the region"
+            )
+        else:
+            line.replace(f"ppy: variant {r.number} of {r.function} not built ({r.status}): calls run the Python body")
+
+    return done

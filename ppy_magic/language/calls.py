@@ -8,6 +8,7 @@ to the call site's argument kinds (constants stay constants), and called.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import linecache
 import textwrap
@@ -143,6 +144,10 @@ class CallCompiler:
         return self.call_op(node, spec, [t] + args, kwargs, method=True, display=f"Tensor.{name}")
 
     def static_call(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
+        if isinstance(fn, functools.partial):  # a callable a call passed in: its function, with its arguments first
+            bound = [self.python_value(node, v) for v in fn.args]
+            keywords = {k: self.python_value(node, v) for k, v in fn.keywords.items()}
+            return self.static_call(node, fn.func, bound + args, {**keywords, **kwargs})
         display = ast.unparse(node.func)
         if fn is adapters.unsupported:
             raise Unsupported(self.message(node.args[0]) if node.args else "unsupported")
@@ -177,6 +182,13 @@ class CallCompiler:
             f"`{display}` is not supported in a region",
             "Regions call torch operators and other @ppy.opt functions; ppy_magic.supported_ops() lists the operators.",
         )
+
+    def python_value(self, node: ast.AST, v: Any) -> Any:
+        """A Python object known when compiling, as a value of the region (a constant, or the object)."""
+        if isinstance(v, torch.Tensor):
+            raise self.error(node, "a functools.partial holding a tensor is not supported in a region")
+        c = constant(v)
+        return c if c is not None else Static(v)
 
     # Warning categories a region can raise: c10's, which the runtime turns into Python's when the call ends.
     _WARNINGS = {UserWarning: "warn", DeprecationWarning: "warn_deprecated"}

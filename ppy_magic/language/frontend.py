@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from .. import decorator
 from ..errors import CompileError
@@ -103,13 +104,14 @@ def compile_function(
     level: int,
     owner: ast.ClassDef | None = None,
     overrides: dict[str, ir.Kind] | None = None,
+    call: Any = None,
 ) -> ir.Function:
     """The IR of one function (a method of `owner`), or a located CompileError saying why it stays Python.
     `overrides`: the kinds of unannotated parameters without a default (tensors otherwise), as a first call
-    gave them."""
+    gave them; `call` (``call_values.CallValues``): compiled at a call, what its values say."""
     check_function(fn, g, filename, source_lines, owner)
     assert isinstance(fn, ast.FunctionDef)  # check_function refuses `async def`
-    return translate(fn, g, filename, source_lines, level, owner, overrides)
+    return translate(fn, g, filename, source_lines, level, owner, overrides, call)
 
 
 def check_function(

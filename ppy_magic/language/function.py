@@ -85,6 +85,8 @@ class Context:
     root: Any = None  # the region's own definition (recursion)
     filename: str = ""  # the region's source file
     list_kinds: dict[Any, Kind] = field(default_factory=dict)  # list displays that must be run-time lists
+    call: Any = None  # call_values.CallValues: compiled at a call, what its values said
+    specialised_reads: set[tuple[str, int]] = field(default_factory=set)  # (what, line) read as a constant
 
 
 @dataclass
@@ -243,6 +245,10 @@ def _param(
     """A parameter's kind, its default and whether it has one."""
     has_default = default is not None
     value = None
+    if arg.arg in overrides:  # a call said, whatever the source says (call_values.CallValues.kinds)
+        # The runtime binds the function's own defaults; this one is only the count's placeholder if not literal.
+        _ok, value = param_kinds.default_value(default, compiler.g) if has_default else (False, None)
+        return overrides[arg.arg], value, has_default
     if has_default:
         ok, value = param_kinds.default_value(default, compiler.g)
         if not ok:
@@ -296,19 +302,37 @@ def translate(
     level: int,
     owner: ast.ClassDef | None = None,
     overrides: dict[str, Kind] | None = None,
+    call: Any = None,
 ) -> ir.Function:
     """The IR of a function the front door accepted (plain positional parameters, no decorators
     but @ppy.opt, not async, no generator); CompileError if its body is outside the language.
     A method (`owner` is its class) reads its first parameter's attributes through the plan.
+    `call` (``call_values.CallValues``): compiled at a call, the kinds, constants and objects it brought.
 
     Two-kind parameters (ir.VARIANTS) are compiled for both kinds; where the body is outside the
     language for one of them (`min(a, 3.0)` of an int `a` may be an int or a float), the function is
     compiled for their second kind only, and a value of the first kind runs the Python body."""
-    overrides = overrides or {}
+    overrides = dict(overrides or {})
+    if call is not None:
+        overrides.update(call.kinds)
     try:
-        return _translate(fn, g, filename, source_lines, level, owner, overrides, MAX_VARIANTS)
+        return _translate(fn, g, filename, source_lines, level, owner, overrides, MAX_VARIANTS, call)
     except CompileError:
-        return _translate(fn, g, filename, source_lines, level, owner, overrides, 0)
+        return _translate(fn, g, filename, source_lines, level, owner, overrides, 0, call)
+
+
+def names_read(fn: ast.FunctionDef) -> set[str]:
+    return {n.id for n in ast.walk(ast.Module(body=fn.body, type_ignores=[])) if isinstance(n, ast.Name)}
+
+
+def ignored_extras(fn: ast.FunctionDef) -> int:
+    """What of a call a region of `fn` ignores: 1 extra positional arguments (*args its body never reads),
+    2 extra keywords (**kwargs likewise). A read one is empty in the region: calls passing some run Python."""
+    read = names_read(fn)
+    a = fn.args
+    return (1 if a.vararg is not None and a.vararg.arg not in read else 0) | (
+        2 if a.kwarg is not None and a.kwarg.arg not in read else 0
+    )
 
 
 def classes_of(g: Globals, filename: str, source_lines: list[str]) -> Any:
@@ -330,6 +354,7 @@ def _translate(
     owner: ast.ClassDef | None,
     overrides: dict[str, Kind],
     max_variants: int,
+    call: Any = None,
 ) -> ir.Function:
     """One attempt at most `max_variants` two-kind parameters. A list the body changes is learnt while
     compiling (``RuntimeListNeeded``): the function is compiled again with that list made a run-time list
@@ -337,7 +362,9 @@ def _translate(
     list_kinds: dict[Any, Kind] = {}
     while True:
         try:
-            return _translate_once(fn, g, filename, source_lines, level, owner, overrides, max_variants, list_kinds)
+            return _translate_once(
+                fn, g, filename, source_lines, level, owner, overrides, max_variants, list_kinds, call
+            )
         except RuntimeListNeeded as need:
             if need.key in list_kinds or len(list_kinds) > 256:
                 raise located_error(
@@ -361,17 +388,42 @@ def _translate_once(
     overrides: dict[str, Kind],
     max_variants: int,
     list_kinds: dict,
+    call: Any = None,
 ) -> ir.Function:
+    from .call_values import object_type
     from .classes import ClassRef, ModType
+    from .values import Static, constant
 
-    ctx = Context(classes=classes_of(g, filename, source_lines), root=fn, filename=filename, list_kinds=list_kinds)
+    ctx = Context(
+        classes=classes_of(g, filename, source_lines), root=fn, filename=filename, list_kinds=list_kinds, call=call
+    )
     comp = FunctionCompiler(fn, g, filename, source_lines, ctx, region_name=fn.name)
     a = fn.args
     params = []
     variants: list[tuple[str, ir.Var, ir.Var, ir.Var]] = []  # (name, selector, as the first kind, the second)
     param_layouts = []
     defaults = [None] * (len(a.args) - len(a.defaults)) + list(a.defaults)
+    constants: list[Any] = []  # per parameter: the value of a CONSTANT one
+    samples = call.samples if call is not None else {}
     for i, (arg, default) in enumerate(zip(a.args, defaults, strict=True)):
+        constants.append(None)
+        if call is not None and arg.arg in call.constants:  # compiled in, compared at each call
+            value = call.constants[arg.arg]
+            c = constant(value)
+            comp.locals[arg.arg] = c if c is not None else Static(value)
+            constants[-1] = value
+            params.append(ir.Param(arg.arg, Kind.CONSTANT, None, default is not None))
+            param_layouts.append(-1)
+            ctx.specialised_reads.add((arg.arg, 0))
+            continue
+        if arg.arg in samples and not (owner is not None and i == 0):  # a module or a plain object passed in
+            sample = samples[arg.arg]
+            mtype = object_type(sample)
+            var = comp.new_var(arg.arg, Kind.MODULE)
+            comp.locals[arg.arg] = ModuleValue(var, mtype, arg.arg, sample)
+            params.append(ir.Param(var.name, Kind.MODULE, None, default is not None))
+            param_layouts.append(comp.layout(mtype).index)
+            continue
         if owner is not None and i == 0:
             ref = ClassRef(owner.name, None, (owner.lineno, owner.end_lineno or owner.lineno))
             model = ctx.classes.model(ref)
@@ -381,7 +433,7 @@ def _translate_once(
                 raise comp.error(default, f"'{arg.arg}' is the instance: it cannot have a default")
             var = comp.new_var(arg.arg, Kind.MODULE)
             mtype = ModType(ref, module=model.module)
-            comp.locals[arg.arg] = ModuleValue(var, mtype, arg.arg)
+            comp.locals[arg.arg] = ModuleValue(var, mtype, arg.arg, samples.get(arg.arg))
             params.append(ir.Param(var.name, Kind.MODULE))
             param_layouts.append(comp.layout(mtype).index)
             continue
@@ -404,14 +456,11 @@ def _translate_once(
         params.append(ir.Param(var.name, kind, value, has_default))
     # *args and **kwargs: ignored when the body never reads them (the call may pass anything there);
     # otherwise the region is for calls that pass none (others run the Python body) and they are empty.
-    extras = 0
-    read = {n.id for n in ast.walk(ast.Module(body=fn.body, type_ignores=[])) if isinstance(n, ast.Name)}
-    for star, bit, empty in ((a.vararg, 1, ir.Tup(())), (a.kwarg, 2, KwArgs(()))):
-        if star is not None:
-            if star.arg in read:
-                comp.locals[star.arg] = empty
-            else:
-                extras |= bit
+    extras = ignored_extras(fn)
+    read = names_read(fn)
+    for star, empty in ((a.vararg, ir.Tup(())), (a.kwarg, KwArgs(()))):
+        if star is not None and star.arg in read:
+            comp.locals[star.arg] = empty
     try:
         _compile_per_variant(comp, fn.body, variants)
     except Unsupported as exc:
@@ -458,4 +507,6 @@ def _translate_once(
         ),
         owner=owner.name if owner is not None else None,
         plan=freeze_plan(ctx.layouts, param_layouts),
+        constants=tuple(constants) if Kind.CONSTANT in {p.kind for p in params} else (),
+        specialised_reads=tuple(sorted(ctx.specialised_reads)),
     )

@@ -46,6 +46,7 @@ class Kind(str, Enum):
     TENSOR_LIST = "l"  # a Python list of tensors: mutable, shared by every name bound to it
     INT_LIST = "j"  # a Python list of ints
     FLOAT_LIST = "g"  # a Python list of floats
+    CONSTANT = "K"  # a parameter specialised to the value of the call a variant was built for: compared, not passed
 
     def __str__(self) -> str:
         return self.value
@@ -79,6 +80,7 @@ KIND_NAMES = {
     Kind.TENSOR_LIST: "a list of tensors",
     Kind.INT_LIST: "a list of ints",
     Kind.FLOAT_LIST: "a list of floats",
+    Kind.CONSTANT: "a value the variant was specialised for",
 }
 # Parameters that hold one of two kinds, told apart at run time: the kinds (the first when the
 # runtime's selector is set). Their functions are compiled once per combination (function.translate).
@@ -536,6 +538,8 @@ class Function:
     frozen_globals: dict[str, Any] = field(default_factory=dict, compare=False)
     extras: int = 0  # *args (1) and **kwargs (2) the body never reads: the runtime ignores what they would hold
     untyped: tuple[int, ...] = ()  # parameters with neither annotation nor default: a tensor until a call says
+    constants: tuple = ()  # per parameter, the value a CONSTANT one was compiled for (empty: none is)
+    specialised_reads: tuple[tuple[str, int], ...] = ()  # (what, line): values compiled in (0: the parameter)
     owner: str | None = None  # a method: the name of its class
     plan: Any = None  # what the runtime reads of module parameters (modules.Plan), or None
 

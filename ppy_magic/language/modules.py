@@ -22,12 +22,12 @@ from typing import Any
 
 from torch import nn
 
-from . import ir, ops
+from . import call_values, ir, ops
 from .classes import NONE, ClassRef, ModType, ParamObject, Scalar, Union, Unknown
 from .ir import Kind
 from .loops import RangeIteration, StaticIteration, stored_names
 from .namespace import function_key, static_value
-from .values import BoundMethod, ModuleValue, OptionalScalar, PendingObject, Unbound, UnionValue
+from .values import BoundMethod, ModuleValue, OptionalScalar, PendingObject, Static, Unbound, UnionValue, constant
 
 # ---- the plan: what the runtime reads --------------------------------------------------------------
 
@@ -80,6 +80,7 @@ class Slot:
     subs: tuple[int, ...] = ()  # layouts: of the module, of each option (-1: None), of the list's items
     pos: int = 0  # a position; for a method, the first line of the def compiled
     origin: str = ""  # a method: "torch" (restated), "" (the region's own file) or the file of the def
+    value: Any = field(default=None, compare=False)  # kind 'K': the value compiled in, compared at each call
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,8 @@ class ModuleCompiler:
         name = node.attr
         path = f"{mv.path}.{name}"
         m = mv.mtype
+        if mv.sample is not None:
+            return self.sampled_attribute(node, mv, name, path)
         model = self.module_model(node, mv)
         if m.cls is None:  # a plain object (a config): its fields' kinds come from a dataclass
             from .classes import field_type
@@ -187,9 +190,29 @@ class ModuleCompiler:
             )
         return self.read(node, mv, Slot(name, ATTRIBUTE, ""), t, path)
 
-    def read(self, node: ast.AST, mv: ModuleValue, where: Slot, t: Any, path: str) -> Any:
-        """Read what `where` names in `mv`, of type `t`, as a value of the region."""
+    def sampled_attribute(self, node: ast.Attribute, mv: ModuleValue, name: str, path: str) -> Any:
+        """`obj.name` compiled at a call: of the kind (or the value) the call's object holds there."""
+        m = mv.mtype
+        model = self.module_model(node, mv) if m.module else None
+        if model is not None and name in model.methods and name not in model.attrs:
+            return BoundMethod(mv, name)
+        found, value = call_values.lookup(mv.sample, name)
+        if not found:
+            if model is not None and name in model.methods:
+                return BoundMethod(mv, name)
+            raise self.error(node, f"`{path}` cannot be read in a region: {value}")
+        t = call_values.attribute_type(value, self.ctx.call is not None and self.ctx.call.constant_scalars)
+        return self.read(node, mv, Slot(name, ATTRIBUTE, ""), t, path, sample=value)
+
+    def read(self, node: ast.AST, mv: ModuleValue, where: Slot, t: Any, path: str, sample: Any = None) -> Any:
+        """Read what `where` names in `mv`, of type `t`, as a value of the region (`sample`: the object
+        the call compiling it brought there, if any)."""
         lay = self.layout(mv.mtype)
+        if isinstance(t, call_values.Constant):
+            lay.slot(Slot(where.name, where.how, "K", pos=where.pos, value=t.value))
+            self.ctx.specialised_reads.add((path, self.line()))
+            c = constant(t.value)
+            return c if c is not None else Static(t.value)
         if isinstance(t, Unknown):
             raise self.error(
                 node,
@@ -222,7 +245,7 @@ class ModuleCompiler:
             sub = self.layout(t)
             i = lay.slot(Slot(where.name, where.how, "M", subs=(sub.index,), pos=where.pos))
             atom = self.intrinsic("attr_module", Kind.MODULE, mv.atom, ir.Const(i, Kind.INT))
-            return ModuleValue(atom, t, path)
+            return ModuleValue(atom, t, path, sample)
         if isinstance(t, Union):
             subs = tuple(-1 if o is None else self.layout(o).index for o in t.options)
             i = lay.slot(Slot(where.name, where.how, "U", subs=subs, pos=where.pos))
@@ -321,7 +344,7 @@ class ModuleCompiler:
                 raise self.error(node, f"iterating {mv.path} (a ModuleDict) is not supported in a region")
             lay.slot(Slot("#", LENGTH, "-", pos=len(m.children)))
             values = [
-                self.read(node, mv, Slot(str(k), POSITION, "", pos=k), t, f"{mv.path}[{k}]")
+                self.read(node, mv, Slot(str(k), POSITION, "", pos=k), t, f"{mv.path}[{k}]", child_sample(mv, k))
                 for k, (_key, t) in enumerate(m.children)
             ]
             return "static", values
@@ -344,7 +367,14 @@ class ModuleCompiler:
             child = dict(m.children or ()).get(index.value)
             if child is None:
                 raise self.error(node, f"{mv.path} has no module '{index.value}' in __init__")
-            return self.read(node, mv, Slot(index.value, KEY, ""), child, f"{mv.path}[{index.value!r}]")
+            return self.read(
+                node,
+                mv,
+                Slot(index.value, KEY, ""),
+                child,
+                f"{mv.path}[{index.value!r}]",
+                child_sample(mv, index.value),
+            )
         if getattr(index, "kind", None) not in (Kind.INT, Kind.BOOL):
             raise self.error(node, f"{mv.path} ({name}) is indexed by an int in a region")
         if m.elem is not None or not isinstance(index, ir.Const):
@@ -352,7 +382,7 @@ class ModuleCompiler:
             if kind == "list":
                 modules, elem = found
                 got = self.intrinsic("modules_item", Kind.MODULE, modules, self.as_int(index))
-                return ModuleValue(got, elem, f"{mv.path}[...]")
+                return ModuleValue(got, elem, f"{mv.path}[...]", child_sample(mv, 0))
             raise self.error(node, f"indexing {mv.path} needs an index known at compile time")
         k, n = int(index.value), len(m.children or ())
         if not -n <= k < n:
@@ -361,9 +391,10 @@ class ModuleCompiler:
             self.layout(m).slot(Slot("#", LENGTH, "-", pos=n))
             k += n
         key, t = (m.children or ())[k]
+        sample = child_sample(mv, k)
         if name == "ModuleList":  # ModuleList looks its key up; Sequential counts its values
-            return self.read(node, mv, Slot(str(k), KEY, ""), t, f"{mv.path}[{k}]")
-        return self.read(node, mv, Slot(str(k), POSITION, "", pos=k), t, f"{mv.path}[{k}]")
+            return self.read(node, mv, Slot(str(k), KEY, ""), t, f"{mv.path}[{k}]", sample)
+        return self.read(node, mv, Slot(str(k), POSITION, "", pos=k), t, f"{mv.path}[{k}]", sample)
 
     def for_modules(self, node: ast.For, mv: ModuleValue) -> None:
         """`for m in <modules>:` — unrolled over known children, or a loop over a list read at the call."""
@@ -479,7 +510,7 @@ class ModuleCompiler:
             for t, (mv, modules, elem) in zip(names, lists, strict=True):
                 item = self.new_var(t.id, Kind.MODULE)
                 self.emit(ir.Assign((item,), ir.Intrinsic("modules_at", (modules, index)), self.line()))
-                self.locals[t.id] = ModuleValue(item, elem, f"{mv.path}[...]")
+                self.locals[t.id] = ModuleValue(item, elem, f"{mv.path}[...]", child_sample(mv, 0))
             if count_target is not None:
                 self.bind_target(count_target, self.intrinsic("int_add", Kind.INT, begin, index))
 
@@ -503,6 +534,18 @@ class ModuleCompiler:
                 return ModuleValue(value.module, options[0][1], value.path)
             return value
         return None
+
+
+def child_sample(mv: ModuleValue, key: int | str) -> Any:
+    """The submodule at `key` (a position, or a ModuleDict's key) of the object `mv` was compiled from, if any:
+    a list of one class is compiled from its first module (the others are checked to read the same)."""
+    modules = getattr(mv.sample, "_modules", None)
+    if not isinstance(modules, dict):
+        return None
+    if isinstance(key, str):
+        return modules.get(key)
+    items = list(modules.values())
+    return items[key] if -len(items) <= key < len(items) else None
 
 
 def dotted(node: ast.AST) -> str | None:

@@ -253,11 +253,14 @@ class ModuleValue:
     """An nn.Module (or a plain object) whose attributes the runtime reads at the call.
 
     `atom` (kind MODULE) holds what was read; `mtype` (classes.ModType) says its class and
-    children; `path` is how the source reached it (``self.blocks[0]``), for messages."""
+    children; `path` is how the source reached it (``self.blocks[0]``), for messages. Compiled at a
+    call, `sample` is the object that call brought: attributes the source does not type take their
+    kinds from it (checked at every call like any other)."""
 
     atom: ir.Var
     mtype: Any
     path: str
+    sample: Any = dataclasses.field(default=None, compare=False, hash=False)
 
 
 @dataclass(frozen=True)

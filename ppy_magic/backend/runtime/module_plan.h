@@ -23,11 +23,11 @@ namespace ppy_modules {
 struct SlotPlan {
   PyObject* name = nullptr;  // interned str (owned)
   char how = 'a';            // 'a' attribute, 'k' key, 'p' position, 'n' length, 'l' all, 'x' absent
-  char kind = 'T';           // T O f i b s I J Q N M U m -
+  char kind = 'T';           // T O f i b s I J Q N M U m -, K (a value the region was specialised for)
   bool optional = false;     // the value may be None
   std::vector<int> subs;     // layouts (-1: None)
   Py_ssize_t pos = 0;
-  PyObject* expected = nullptr;  // 'x': the method the region runs inline (owned)
+  PyObject* expected = nullptr;  // 'x': the method the region runs inline; kind 'K': the value (owned)
 };
 
 struct LayoutPlan {
@@ -135,6 +135,33 @@ inline std::string describe(PyObject* v) {
   std::string n = type_name(v);
   const char* dot = std::strrchr(n.c_str(), '.');
   return "a " + std::string(dot ? dot + 1 : n.c_str());
+}
+
+// Whether `v` is the value a region was specialised for (`want`): the same object, or an int, float,
+// str or tuple of them of exactly the same type and value (a float by its bits: -0.0 is not 0.0, a NaN
+// is its own payload). Anything else (None, bools, dtypes, modules, callables, objects) by identity.
+// Runs no Python code.
+inline bool same_constant(PyObject* v, PyObject* want) {
+  if (v == want) return true;
+  if (!want || Py_TYPE(v) != Py_TYPE(want)) return false;
+  if (PyLong_CheckExact(v)) {
+    const int r = PyObject_RichCompareBool(v, want, Py_EQ);
+    if (r < 0) PyErr_Clear();
+    return r == 1;
+  }
+  if (PyFloat_CheckExact(v)) {
+    const double a = PyFloat_AS_DOUBLE(v), b = PyFloat_AS_DOUBLE(want);
+    return std::memcmp(&a, &b, sizeof a) == 0;
+  }
+  if (PyUnicode_CheckExact(v)) return PyUnicode_Compare(v, want) == 0;
+  if (PyTuple_CheckExact(v)) {
+    const Py_ssize_t n = PyTuple_GET_SIZE(v);
+    if (n != PyTuple_GET_SIZE(want)) return false;
+    for (Py_ssize_t k = 0; k < n; ++k)
+      if (!same_constant(PyTuple_GET_ITEM(v, k), PyTuple_GET_ITEM(want, k))) return false;
+    return true;
+  }
+  return false;
 }
 
 inline const char* wanted(char kind) {
@@ -339,6 +366,11 @@ class Reader {
       return true;
     }
     g_.reason.clear();
+    if (s.kind == 'K') {  // compiled in: compared, nothing passed
+      if (same_constant(v, s.expected)) return true;
+      g_.reason = "is " + describe(v) + ", not the value the region was specialised for";
+      return false;
+    }
     switch (s.kind) {
       case 'T':
       case 'O':
@@ -541,7 +573,7 @@ inline Plan* parse_plan(PyObject* spec) {
       Py_INCREF(sname);
       PyUnicode_InternInPlace(&sname);
       s.name = sname;
-      if (expected != Py_None) {
+      if (expected != Py_None || kind[0] == 'K') {  // a constant may be None itself
         Py_INCREF(expected);
         s.expected = expected;
       }

@@ -7,6 +7,9 @@
 // region was built for, argument kinds as compiled) -> ONE call into the
 // region's C++ entry with the GIL released -> results wrapped. When the guard
 // fails the Python function runs instead and the fallback is counted.
+// A function may have several variants (built for the kinds and values its calls
+// brought): they share the binding of the arguments and are tried in order; when
+// none of them takes a call, the miss hook hears of it (and may build another).
 // Argument and result handling allocate nothing on the heap once a thread has
 // made its first call (see Frame); only the Python result objects are new.
 #include <Python.h>
@@ -67,7 +70,11 @@ struct RegionFunction {
   bool has_list;         // some parameter is a tensor list ('L') or a sequence of ints ('I')
   bool check_unobserved; // level 2-3 code: establish Out::unobserved on each call
   int extras;            // what the body ignores: 1 extra positional arguments (*args), 2 extra keywords
-  PyObject* first_call;  // callable(bound args) run once on the first failed guard, or nullptr
+  PyObject* constants;   // tuple, one item per parameter: the value a 'K' parameter must hold (or nullptr)
+  PyObject* global_guards;  // tuple of (dict, name, value): globals read at the call, checked to be the same
+  PyObject* variants;    // list of the other variants (RegionFunction), tried in order after this one
+  PyObject* miss;        // callable(region, bound args, reason) when no variant takes a call, or nullptr
+  bool has_entry;        // false: a function whose variants are built at its calls, none built yet
   Py_ssize_t calls;
   Py_ssize_t fallbacks;
   ppy_modules::Plan* plan;  // what is read of module parameters ('M'); set by set_plan
@@ -360,56 +367,37 @@ PyObject* python_error_type(ppy::PyError e) {
   }
 }
 
-PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf,
-                            PyObject* kwnames) {
-  auto* self = reinterpret_cast<RegionFunction*>(callable);
-  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+// One variant's attempt at a call whose arguments are bound: its guards, then its entry.
+// Returns the result (or nullptr with a Python error set) with *done = true; with *done = false
+// the variant does not take this call and `reason` says why (nothing of it ran).
+PyObject* attempt_variant(RegionFunction* self, RegionFunction* head, PyObject* const* bound,
+                          std::string& reason_out, bool* done) {
+  *done = false;
   const std::string& kinds = *self->kinds;
   const Py_ssize_t nparams = static_cast<Py_ssize_t>(kinds.size());
-  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-
-  // Bind positional and keyword arguments to parameter slots; anything
-  // Python would reject (arity, unknown or repeated keyword) runs the Python
-  // function so the user sees Python's own TypeError.
-  if ((nargs > nparams && !(self->extras & 1)) || nparams > kMaxArgs)
-    return fall_back(self, "arity differs from the compiled signature", args, nargsf, kwnames);
-  PyObject* bound[kMaxArgs];
-  for (Py_ssize_t k = 0; k < nparams; ++k) bound[k] = k < nargs ? args[k] : nullptr;  // beyond: *args, unread
-  for (Py_ssize_t k = 0; k < nkw; ++k) {
-    PyObject* key = PyTuple_GET_ITEM(kwnames, k);
-    Py_ssize_t slot = -1;
-    for (Py_ssize_t p = 0; p < nparams; ++p) {
-      PyObject* pname = PyTuple_GET_ITEM(self->param_names, p);
-      if (pname == key || PyUnicode_Compare(pname, key) == 0) { slot = p; break; }
-    }
-    if (slot < 0 && (self->extras & 2)) continue;  // into **kwargs, which the body never reads
-    if (slot < 0 || bound[slot])
-      return fall_back(self, "keyword arguments do not match the signature", args, nargsf, kwnames);
-    bound[slot] = args[nargs + k];
-  }
-  const Py_ssize_t ndefaults = PyTuple_GET_SIZE(self->defaults);
-  for (Py_ssize_t p = 0; p < nparams; ++p) {
-    if (bound[p]) continue;
-    const Py_ssize_t d = p - (nparams - ndefaults);
-    if (d < 0)
-      return fall_back(self, "arity differs from the compiled signature", args, nargsf, kwnames);
-    bound[p] = PyTuple_GET_ITEM(self->defaults, d);
-  }
-
-  if (at::impl::torch_function_mode_enabled())
-    return fall_back(self, "a TorchFunctionMode is active", args, nargsf, kwnames);
   if (self->resolver) {  // a method: the classes its plan names exist once the cell has run
     PyObject* resolver = self->resolver;
     Py_INCREF(resolver);  // resolving clears self->resolver
-    PyObject* why = PyObject_CallOneArg(resolver, callable);
+    PyObject* why = PyObject_CallOneArg(resolver, (PyObject*)self);
     Py_DECREF(resolver);
-    if (!why) return nullptr;
+    if (!why) { *done = true; return nullptr; }
     if (why != Py_None) {
-      std::string reason = PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : "its classes are not defined yet";
+      reason_out = PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : "its classes are not defined yet";
       Py_DECREF(why);
-      return fall_back(self, reason.c_str(), args, nargsf, kwnames);
+      return nullptr;
     }
     Py_DECREF(why);
+  }
+  // Globals read when the variant was compiled at a call: still the same objects.
+  for (Py_ssize_t k = 0; self->global_guards && k < PyTuple_GET_SIZE(self->global_guards); ++k) {
+    PyObject* g = PyTuple_GET_ITEM(self->global_guards, k);
+    PyObject* now = PyDict_GetItemWithError(PyTuple_GET_ITEM(g, 0), PyTuple_GET_ITEM(g, 1));
+    if (!now) PyErr_Clear();
+    if (now != PyTuple_GET_ITEM(g, 2)) {
+      const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(g, 1));
+      reason_out = std::string("the global '") + (name ? name : "?") + "' is not the object the region was built for";
+      return nullptr;
+    }
   }
 
   FrameLease frame(nparams, self->has_list);
@@ -438,6 +426,7 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
     if (self->check_unobserved) unobserved.tensor(t);
     return &t;
   };
+  std::string constant_reason;
   for (Py_ssize_t p = 0; p < nparams && !reason; ++p) {
     PyObject* o = bound[p];
     ppy::Arg& a = cargs[p];
@@ -447,6 +436,16 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
       continue;
     }
     switch (kind) {
+      case 'K': {  // a value the variant was specialised for: compiled in, compared here
+        PyObject* want = self->constants ? PyTuple_GET_ITEM(self->constants, p) : nullptr;
+        if (!want || !ppy_modules::same_constant(o, want)) {
+          const char* pname = PyUnicode_AsUTF8(PyTuple_GET_ITEM(self->param_names, p));
+          constant_reason = std::string("the argument '") + (pname ? pname : "?") + "' is " +
+                            ppy_modules::describe(o) + ", not the value the region was specialised for";
+          reason = constant_reason.c_str();
+        }
+        break;
+      }
       case 'T':
         a.t = check_tensor(o);
         break;
@@ -564,26 +563,10 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
         reason = "internal: unknown parameter kind";
     }
   }
-  if (reason && self->first_call) {
-    // The first call, and the region was not built for it: its kinds may be what an unannotated parameter
-    // takes (the hook compiles the region for them). This call runs the Python body either way.
-    PyObject* hook = self->first_call;
-    self->first_call = nullptr;
-    PyObject* bound_args = PyTuple_New(nparams);
-    if (bound_args) {
-      for (Py_ssize_t p = 0; p < nparams; ++p) {
-        Py_INCREF(bound[p]);
-        PyTuple_SET_ITEM(bound_args, p, bound[p]);
-      }
-      PyObject* res = PyObject_CallOneArg(hook, bound_args);
-      Py_XDECREF(res);
-      Py_DECREF(bound_args);
-    }
-    if (PyErr_Occurred()) PyErr_WriteUnraisable(hook);  // a failed respecialisation never fails the call
-    Py_DECREF(hook);
+  if (reason) {
+    reason_out = reason;
+    return nullptr;
   }
-  if (reason) return fall_back(self, reason, args, nargsf, kwnames);
-  Py_CLEAR(self->first_call);  // the first call ran the region: its kinds stay
 
   // Module parameters: every attribute the region reads, before any operator runs.
   std::optional<ppy_modules::Gathered> modules;
@@ -598,16 +581,14 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
           ppy_modules::read_param(*self->plan, li, bound[p], pname ? pname : "self", *modules, self->device_mask);
       if (base < 0) {
         PyErr_Clear();
-        std::string why = modules->reason;
-        modules.reset();  // let go of what was read before the Python method runs
-        return fall_back(self, why.c_str(), args, nargsf, kwnames);
+        reason_out = modules->reason;
+        return nullptr;  // `modules` lets go of what was read before the Python method runs
       }
       bases.emplace_back(p, base);
     }
     if (!ppy_modules::global_hooks_free(*self->plan, *modules)) {
-      std::string why = modules->reason;
-      modules.reset();
-      return fall_back(self, why.c_str(), args, nargsf, kwnames);
+      reason_out = modules->reason;
+      return nullptr;
     }
     modules->link();
     for (auto& [p, base] : bases) cargs[p].m = modules->args.data() + base;
@@ -617,7 +598,9 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
       for (const at::Tensor& t : modules->tensors) unobserved.tensor(t);
   }
 
+  *done = true;
   self->calls++;
+  if (head != self) head->calls++;
   ppy::Out& out = frame->out;
   out.unobserved = self->check_unobserved && unobserved.ok();
   bool failed = false;
@@ -668,6 +651,91 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   return build_result(self, spec, cur);
 }
 
+PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf,
+                            PyObject* kwnames) {
+  auto* self = reinterpret_cast<RegionFunction*>(callable);
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  const Py_ssize_t nparams = PyTuple_GET_SIZE(self->param_names);
+  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+
+  // Bind positional and keyword arguments to parameter slots; anything
+  // Python would reject (arity, unknown or repeated keyword) runs the Python
+  // function so the user sees Python's own TypeError. Every variant has the function's signature.
+  if ((nargs > nparams && !(self->extras & 1)) || nparams > kMaxArgs)
+    return fall_back(self, "arity differs from the compiled signature", args, nargsf, kwnames);
+  PyObject* bound[kMaxArgs];
+  for (Py_ssize_t k = 0; k < nparams; ++k) bound[k] = k < nargs ? args[k] : nullptr;  // beyond: *args, unread
+  for (Py_ssize_t k = 0; k < nkw; ++k) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, k);
+    Py_ssize_t slot = -1;
+    for (Py_ssize_t p = 0; p < nparams; ++p) {
+      PyObject* pname = PyTuple_GET_ITEM(self->param_names, p);
+      if (pname == key || PyUnicode_Compare(pname, key) == 0) { slot = p; break; }
+    }
+    if (slot < 0 && (self->extras & 2)) continue;  // into **kwargs, which the body never reads
+    if (slot < 0 || bound[slot])
+      return fall_back(self, "keyword arguments do not match the signature", args, nargsf, kwnames);
+    bound[slot] = args[nargs + k];
+  }
+  const Py_ssize_t ndefaults = PyTuple_GET_SIZE(self->defaults);
+  for (Py_ssize_t p = 0; p < nparams; ++p) {
+    if (bound[p]) continue;
+    const Py_ssize_t d = p - (nparams - ndefaults);
+    if (d < 0)
+      return fall_back(self, "arity differs from the compiled signature", args, nargsf, kwnames);
+    bound[p] = PyTuple_GET_ITEM(self->defaults, d);
+  }
+
+  if (at::impl::torch_function_mode_enabled())
+    return fall_back(self, "a TorchFunctionMode is active", args, nargsf, kwnames);
+
+  std::string reason = "no variant has been built for these arguments yet";
+  for (int round = 0; round < 2; ++round) {
+    bool done = false;
+    if (self->has_entry) {
+      PyObject* r = attempt_variant(self, self, bound, reason, &done);
+      if (done) return r;
+    }
+    const Py_ssize_t nvariants = self->variants ? PyList_GET_SIZE(self->variants) : 0;
+    for (Py_ssize_t k = 0; k < nvariants; ++k) {
+      PyObject* v = PyList_GET_ITEM(self->variants, k);
+      Py_INCREF(v);  // a miss hook may change the list
+      PyObject* r = attempt_variant(reinterpret_cast<RegionFunction*>(v), self, bound, reason, &done);
+      Py_DECREF(v);
+      if (done) return r;
+    }
+    if (round > 0 || !self->miss) break;
+    // No variant takes the call: the hook may build one for it (returning true when it is ready now).
+    PyObject* bound_args = PyTuple_New(nparams);
+    if (!bound_args) return nullptr;
+    for (Py_ssize_t p = 0; p < nparams; ++p) {
+      Py_INCREF(bound[p]);
+      PyTuple_SET_ITEM(bound_args, p, bound[p]);
+    }
+    PyObject* why = PyUnicode_FromString(reason.c_str());
+    PyObject* hook = self->miss;
+    Py_INCREF(hook);
+    PyObject* res = why ? PyObject_CallFunctionObjArgs(hook, callable, bound_args, why, nullptr) : nullptr;
+    Py_DECREF(bound_args);
+    Py_XDECREF(why);
+    if (!res) {
+      // A KeyboardInterrupt reaches the caller; any other failure of the hook never fails the call.
+      if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) { Py_DECREF(hook); return nullptr; }
+      PyErr_WriteUnraisable(hook);
+      Py_DECREF(hook);
+      break;
+    }
+    Py_DECREF(hook);
+    const int again = PyObject_IsTrue(res);
+    Py_DECREF(res);
+    if (again <= 0) {
+      PyErr_Clear();
+      break;
+    }
+  }
+  return fall_back(self, reason.c_str(), args, nargsf, kwnames);
+}
+
 // ---- the type ------------------------------------------------------------------
 
 int region_traverse(RegionFunction* self, visitproc visit, void* arg) {
@@ -679,7 +747,10 @@ int region_traverse(RegionFunction* self, visitproc visit, void* arg) {
   Py_VISIT(self->line_notes);
   Py_VISIT(self->result_types);
   Py_VISIT(self->last_reason);
-  Py_VISIT(self->first_call);
+  Py_VISIT(self->constants);
+  Py_VISIT(self->global_guards);
+  Py_VISIT(self->variants);
+  Py_VISIT(self->miss);
   Py_VISIT(self->resolver);
   Py_VISIT(self->owner_class);
   return 0;
@@ -694,7 +765,10 @@ int region_clear(RegionFunction* self) {
   Py_CLEAR(self->line_notes);
   Py_CLEAR(self->result_types);
   Py_CLEAR(self->last_reason);
-  Py_CLEAR(self->first_call);
+  Py_CLEAR(self->constants);
+  Py_CLEAR(self->global_guards);
+  Py_CLEAR(self->variants);
+  Py_CLEAR(self->miss);
   Py_CLEAR(self->resolver);
   Py_CLEAR(self->owner_class);
   return 0;
@@ -712,25 +786,31 @@ void region_dealloc(RegionFunction* self) {
 PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   static const char* kw[] = {"func", "owner", "index", "kinds", "ret", "device_mask",
                              "param_names", "defaults", "line_notes", "result_types", "check_unobserved", "extras",
-                             nullptr};
+                             "constants", "global_guards", nullptr};
   PyObject *func, *owner, *param_names, *defaults, *line_notes, *result_types;
   int index;
   int extras = 0;
   const char *kinds, *ret;
   unsigned long long mask;
   int check_unobserved = 0;  // level 2-3 code that reads Out::unobserved
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOissKO!O!O!O!|pi", const_cast<char**>(kw), &func,
+  PyObject* constants = nullptr;      // per parameter: the value of a 'K' one
+  PyObject* global_guards = nullptr;  // (dict, name, value) of the globals read at the call
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOissKO!O!O!O!|piO!O!", const_cast<char**>(kw), &func,
                                    &owner, &index, &kinds, &ret, &mask, &PyTuple_Type, &param_names,
                                    &PyTuple_Type, &defaults, &PyDict_Type, &line_notes,
-                                   &PyTuple_Type, &result_types, &check_unobserved, &extras))
+                                   &PyTuple_Type, &result_types, &check_unobserved, &extras,
+                                   &PyTuple_Type, &constants, &PyTuple_Type, &global_guards))
     return nullptr;
+  // No module: a function compiled at its calls, whose variants are added as they are built.
+  const bool has_entry = owner != Py_None;
   if (!PyCallable_Check(func)) {
     PyErr_SetString(PyExc_TypeError, "func must be callable");
     return nullptr;
   }
-  if (static_cast<Py_ssize_t>(std::strlen(kinds)) != PyTuple_GET_SIZE(param_names) ||
+  if ((has_entry && static_cast<Py_ssize_t>(std::strlen(kinds)) != PyTuple_GET_SIZE(param_names)) ||
       PyTuple_GET_SIZE(defaults) > PyTuple_GET_SIZE(param_names) ||
-      static_cast<Py_ssize_t>(std::strlen(kinds)) > kMaxArgs) {
+      PyTuple_GET_SIZE(param_names) > kMaxArgs ||
+      (constants && PyTuple_GET_SIZE(constants) != PyTuple_GET_SIZE(param_names))) {
     PyErr_SetString(PyExc_ValueError, "kinds, param_names and defaults disagree");
     return nullptr;
   }
@@ -750,19 +830,31 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
       ++c;
     }
   }
-  PyObject* capsule = PyObject_GetAttrString(owner, "__ppy_regions__");
-  if (!capsule) return nullptr;
-  auto* table = static_cast<const ppy::RegionTable*>(PyCapsule_GetPointer(capsule, "ppy.RegionTable"));
-  Py_DECREF(capsule);
-  if (!table) return nullptr;
-  if (table->abi_version != ppy::kAbiVersion) {
-    PyErr_Format(PyExc_ImportError, "region module ABI %d, runtime ABI %d", table->abi_version,
-                 ppy::kAbiVersion);
-    return nullptr;
+  for (Py_ssize_t g = 0; global_guards && g < PyTuple_GET_SIZE(global_guards); ++g) {
+    PyObject* item = PyTuple_GET_ITEM(global_guards, g);
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 || !PyDict_Check(PyTuple_GET_ITEM(item, 0)) ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(item, 1))) {
+      PyErr_SetString(PyExc_TypeError, "global_guards holds (dict, name, value) triples");
+      return nullptr;
+    }
   }
-  if (index < 0 || index >= table->count) {
-    PyErr_SetString(PyExc_IndexError, "region index out of range");
-    return nullptr;
+  ppy::Entry entry = nullptr;
+  if (has_entry) {
+    PyObject* capsule = PyObject_GetAttrString(owner, "__ppy_regions__");
+    if (!capsule) return nullptr;
+    auto* table = static_cast<const ppy::RegionTable*>(PyCapsule_GetPointer(capsule, "ppy.RegionTable"));
+    Py_DECREF(capsule);
+    if (!table) return nullptr;
+    if (table->abi_version != ppy::kAbiVersion) {
+      PyErr_Format(PyExc_ImportError, "region module ABI %d, runtime ABI %d", table->abi_version,
+                   ppy::kAbiVersion);
+      return nullptr;
+    }
+    if (index < 0 || index >= table->count) {
+      PyErr_SetString(PyExc_IndexError, "region index out of range");
+      return nullptr;
+    }
+    entry = table->regions[index].entry;
   }
   auto* self = reinterpret_cast<RegionFunction*>(type->tp_alloc(type, 0));
   if (!self) return nullptr;
@@ -775,14 +867,18 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   Py_INCREF(line_notes); self->line_notes = line_notes;
   Py_INCREF(result_types); self->result_types = result_types;
   Py_INCREF(Py_None); self->last_reason = Py_None;
-  self->entry = table->regions[index].entry;
+  self->entry = entry;
+  self->has_entry = has_entry;
+  Py_XINCREF(constants); self->constants = constants;
+  Py_XINCREF(global_guards); self->global_guards = global_guards;
+  self->variants = nullptr;
+  self->miss = nullptr;
   self->kinds = new std::string(kinds);
   self->ret = new std::string(ret);
   self->device_mask = mask;
   self->has_list = std::strchr(kinds, 'L') != nullptr || std::strchr(kinds, 'I') != nullptr;
   self->check_unobserved = check_unobserved != 0;
   self->extras = extras;
-  self->first_call = nullptr;
   self->plan = nullptr;
   self->resolver = nullptr;
   self->owner_class = nullptr;
@@ -796,7 +892,29 @@ PyObject* region_repr(RegionFunction* self) {
   return PyUnicode_FromString("<ppy region>");
 }
 
-PyObject* region_get_region_flag(PyObject*, void*) { Py_RETURN_TRUE; }
+// True once some variant can run: a function compiled at its calls is not a region before its first build lands.
+PyObject* region_get_region_flag(RegionFunction* self, void*) {
+  if (self->has_entry || (self->variants && PyList_GET_SIZE(self->variants) > 0)) Py_RETURN_TRUE;
+  Py_RETURN_FALSE;
+}
+
+// Every variant that may take a call, in the order they are tried.
+PyObject* region_get_variants(RegionFunction* self, void*) {
+  const Py_ssize_t n = self->variants ? PyList_GET_SIZE(self->variants) : 0;
+  PyObject* out = PyTuple_New(n + (self->has_entry ? 1 : 0));
+  if (!out) return nullptr;
+  Py_ssize_t k = 0;
+  if (self->has_entry) {
+    Py_INCREF(self);
+    PyTuple_SET_ITEM(out, k++, (PyObject*)self);
+  }
+  for (Py_ssize_t j = 0; j < n; ++j) {
+    PyObject* v = PyList_GET_ITEM(self->variants, j);
+    Py_INCREF(v);
+    PyTuple_SET_ITEM(out, k++, v);
+  }
+  return out;
+}
 
 PyObject* region_get_owner(RegionFunction* self, void*) {
   if (!self->owner_class) Py_RETURN_NONE;
@@ -840,7 +958,9 @@ PyMemberDef region_members[] = {
     {nullptr}};
 
 PyGetSetDef region_getset[] = {
-    {"__ppy_region__", region_get_region_flag, nullptr, "True: this callable runs an ATen region",
+    {"__ppy_region__", (getter)region_get_region_flag, nullptr,
+     "True: this callable runs an ATen region (once a variant is built)", nullptr},
+    {"__ppy_variants__", (getter)region_get_variants, nullptr, "the variants that may take a call, in order",
      nullptr},
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
     {"__ppy_owner__", (getter)region_get_owner, nullptr, "the class this region is a method of, or None",
@@ -913,45 +1033,40 @@ PyObject* reset_counters(PyObject*, PyObject* obj) {
   Py_RETURN_NONE;
 }
 
-PyObject* set_first_call(PyObject*, PyObject* args) {
+PyObject* set_miss(PyObject*, PyObject* args) {
   PyObject *obj, *hook;
   if (!PyArg_ParseTuple(args, "O!O", &RegionFunctionType, &obj, &hook)) return nullptr;
+  if (hook != Py_None && !PyCallable_Check(hook)) {
+    PyErr_SetString(PyExc_TypeError, "set_miss(region, callable | None)");
+    return nullptr;
+  }
   auto* self = reinterpret_cast<RegionFunction*>(obj);
-  Py_XSETREF(self->first_call, hook == Py_None ? nullptr : (Py_INCREF(hook), hook));
+  Py_XSETREF(self->miss, hook == Py_None ? nullptr : (Py_INCREF(hook), hook));
   Py_RETURN_NONE;
 }
 
-// `region` runs what `other` runs from now on: its entry, kinds and return, from another module. The
-// old module and strings stay alive (a call in another thread may still be using them).
-PyObject* retarget(PyObject*, PyObject* args) {
+// `variant` (a RegionFunction of the same function, built for other kinds or values) is tried after
+// the region's own entry and the variants added before it.
+PyObject* add_variant(PyObject*, PyObject* args) {
   PyObject *a, *b;
   if (!PyArg_ParseTuple(args, "O!O!", &RegionFunctionType, &a, &RegionFunctionType, &b)) return nullptr;
   auto* self = reinterpret_cast<RegionFunction*>(a);
   auto* other = reinterpret_cast<RegionFunction*>(b);
-  PyObject* retired = PyList_New(0);
-  if (!retired || PyList_Append(retired, self->owner) < 0 ||
-      PyDict_SetItemString(self->dict, "__ppy_retired_module__", retired) < 0) {
-    Py_XDECREF(retired);
+  if (a == b || !other->has_entry || other->variants ||
+      PyTuple_GET_SIZE(other->param_names) != PyTuple_GET_SIZE(self->param_names)) {
+    PyErr_SetString(PyExc_ValueError, "a variant is a built region of the same signature, with no variants of its own");
     return nullptr;
   }
-  Py_DECREF(retired);
-  Py_INCREF(other->owner); Py_SETREF(self->owner, other->owner);
-  Py_INCREF(other->param_names); Py_SETREF(self->param_names, other->param_names);
-  Py_INCREF(other->defaults); Py_SETREF(self->defaults, other->defaults);
-  Py_INCREF(other->line_notes); Py_SETREF(self->line_notes, other->line_notes);
-  Py_INCREF(other->result_types); Py_SETREF(self->result_types, other->result_types);
-  self->kinds = new std::string(*other->kinds);  // the old strings are left alive on purpose
-  self->ret = new std::string(*other->ret);
-  self->has_list = other->has_list;
-  self->extras = other->extras;
-  self->entry = other->entry;
+  if (!self->variants && !(self->variants = PyList_New(0))) return nullptr;
+  if (PyList_Append(self->variants, b) < 0) return nullptr;
   Py_RETURN_NONE;
 }
 
 PyMethodDef module_methods[] = {
-    {"set_first_call", set_first_call, METH_VARARGS,
-     "set_first_call(region, callable | None): callable(bound args) runs once, on the first failed guard"},
-    {"retarget", retarget, METH_VARARGS, "retarget(region, other): region runs what other runs from now on"},
+    {"set_miss", set_miss, METH_VARARGS,
+     "set_miss(region, callable | None): callable(region, bound args, reason) when no variant takes a call; "
+     "a true result tries the variants once more"},
+    {"add_variant", add_variant, METH_VARARGS, "add_variant(region, other): other is tried when the guards before it fail"},
     {"set_fallback_hook", set_fallback_hook, METH_O,
      "set_fallback_hook(callable | None): called as hook(region, reason) on each fallback"},
     {"reset_counters", reset_counters, METH_O, "reset_counters(region): zero calls and fallbacks"},

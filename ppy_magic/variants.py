@@ -1,0 +1,409 @@
+"""Variants built at a call: where the source leaves a kind open, the call's values close it.
+
+Every region of a cell (and every function the cell could not compile, but might with
+the values of a call) has a miss hook: the runtime calls it when none of the function's
+variants takes a call. ``Variants`` (the hook) asks the call's values what the source
+did not say (``language/call_values.py``): an unannotated parameter's kind, a callable
+or a flag compiled in as a constant, the attributes of ``self`` and of the modules and
+configs passed in. It compiles the function for them, with run-time kinds first and,
+where those leave the body outside the language, with the Python values as constants;
+the C++ is the variant's identity (a call that compiles to an existing variant's text
+adds nothing). The build runs on one background worker: that call and the ones until it
+lands run the Python body (the same results), then the variant is added to the
+function's list, which the runtime tries in order with its guards in C.
+
+``PpyMagics.max_variants`` (``settings.max_variants``) bounds the list; ``blocking()``
+(``ppy FILE``, ``ppy build``, ``%ppy_bench``) builds in the foreground instead, and
+``wait()`` returns once every build started has landed or failed.
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import backend, region
+from .errors import BuildError, CompileError
+from .language import call_values, frontend, param_kinds
+from .language.ir import Kind
+from .language.namespace import Globals, collect_globals
+
+
+@dataclass
+class Settings:
+    max_variants: int = 8  # per function (PpyMagics.max_variants)
+    blocking: bool = False  # build in the foreground (ppy FILE, ppy build, %ppy_bench)
+    notify: Callable[[VariantRecord], Callable[[VariantRecord], None] | None] | None = None  # the notebook's status
+
+
+settings = Settings()
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pending: set[concurrent.futures.Future] = set()
+_lock = threading.Lock()
+
+
+@dataclass
+class VariantRecord:
+    """One variant of a function: what it was specialised on, why and by which call it was built, and where it is."""
+
+    number: int
+    function: str
+    specialised: list[str]  # per open parameter: its kind or its value
+    why: str  # the guard failure of the call that asked for it
+    call: int  # which call of the function asked for it (1 = the first)
+    status: str = "building"  # "building", "ready", or why it is not
+    seconds: float = 0.0
+    module_name: str | None = None
+    lines: tuple[int, ...] = ()  # lines whose code depends on a value compiled in
+    values: dict[str, str] = field(default_factory=dict)  # what each open parameter held (the limit's message)
+
+    def __str__(self) -> str:
+        spec = "; ".join(self.specialised) or "the kinds the source states"
+        done = f", built in {self.seconds:.1f} s" if self.status == "ready" else ""
+        return f"variant {self.number} [{self.status}{done}]: {spec} (built for call {self.call}: {self.why})"
+
+
+@contextlib.contextmanager
+def blocking() -> Iterator[None]:
+    """Builds at a call happen in the foreground and the call runs the new variant (a program, a benchmark)."""
+    before, settings.blocking = settings.blocking, True
+    try:
+        yield
+    finally:
+        settings.blocking = before
+
+
+def wait(timeout: float | None = None) -> bool:
+    """Return once every variant build started so far has landed or failed; False if `timeout` ran out."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        with _lock:
+            pending = list(_pending)
+        if not pending:
+            return True
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        done, _ = concurrent.futures.wait(pending, timeout=left)
+        if deadline is not None and time.monotonic() >= deadline and len(done) < len(pending):
+            return False
+
+
+def pending_records() -> list[VariantRecord]:
+    with _lock:
+        return [r for r in _RECORDS if r.status == "building"]
+
+
+def all_records() -> list[VariantRecord]:
+    with _lock:
+        return list(_RECORDS)
+
+
+_RECORDS: list[VariantRecord] = []  # every variant asked for in this process, for %ppy_cache info
+
+
+def _submit(work: Callable[[], None]) -> None:
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ppy-variant")
+        future = _pool.submit(work)
+        _pending.add(future)
+    future.add_done_callback(lambda f: _discard(f))
+
+
+def _discard(future: concurrent.futures.Future) -> None:
+    with _lock:
+        _pending.discard(future)
+
+
+# Reasons a new variant cannot change: the call is not one a region takes, whatever its kinds.
+_NOT_KINDS = (
+    "subclass of torch.Tensor",
+    "not strided",
+    "device type",
+    "TorchFunctionMode",
+    "hook",
+    "was replaced",
+    "compiled with module.compile",
+    "own forward set on the instance",
+    "arity",
+    "keyword arguments",
+    "is not defined yet",
+    "does not fit in 64 bits",
+)
+
+
+@dataclass
+class Source:
+    """How to compile a function again: its definition, the cell's globals, lines and level, its class."""
+
+    node: ast.FunctionDef
+    g: Globals
+    filename: str
+    lines: list[str]
+    level: int
+    owner: ast.ClassDef | None = None
+    cell_error: CompileError | None = None  # why the cell did not compile it, if it did not
+
+
+class Variants:
+    """The miss hook of one function: builds the variant a call needs (``runtime.set_miss``)."""
+
+    def __init__(self, source: Source, fn: Callable, cache: backend.Cache, runtime: Any):
+        self.source = source
+        self.fn = fn
+        self.cache = cache
+        self.runtime = runtime
+        self.records: list[VariantRecord] = []
+        self.texts: dict[str, VariantRecord] = {}  # C++ of each variant asked for -> its record
+        self.seen: dict[tuple, str | None] = {}  # (reason, call's signature) -> why nothing was built
+        self.limit_reason: str | None = None
+        self.last_failure: str | None = None
+
+    # -- the hook --------------------------------------------------------------------------------
+    def __call__(self, reg: Any, bound: tuple, reason: str) -> bool:
+        if any(s in reason for s in _NOT_KINDS):
+            return False
+        try:
+            key = (reason, _signature(bound))
+        except TypeError:  # an unhashable value: no memo
+            key = None
+        if key is not None and key in self.seen:
+            return False
+        why = self._ask(reg, bound, reason)
+        if key is not None and why is not False:
+            self.seen[key] = why
+        return why is True
+
+    def _ask(self, reg: Any, bound: tuple, reason: str) -> bool | str:
+        """True: a variant is ready for this call; False: one is building; a str: why none will be."""
+        failure = None
+        function = None
+        for constant_scalars in (False, True):
+            try:
+                cv = self.call_values(bound, constant_scalars)
+                function = self.compile(cv)
+                break
+            except CompileError as err:
+                failure = err
+            except _StaysPython as why:
+                failure = CompileError(str(why))
+        if function is None:
+            assert failure is not None
+            self.last_failure = f"not compiled for a call's values: {failure.reason}"
+            reg.__dict__["__ppy_call_reason__"] = self.last_failure
+            first = self.source.cell_error
+            if first is not None and not self.records and (failure.reason, failure.loc) == (first.reason, first.loc):
+                self.runtime.set_miss(reg, None)  # the values changed nothing: no call will; calls stay Python cheaply
+            return self.last_failure
+        code = backend.generate([function])
+        if code.text in self.texts:
+            return "the variant for these values exists"  # its guards refused the call for another reason
+        if len(self.records) >= settings.max_variants:
+            self.limit_reason = self._limit_message(cv)
+            reg.__dict__["__ppy_call_reason__"] = self.limit_reason
+            return self.limit_reason
+        calls = getattr(reg, "calls", 0) + getattr(reg, "fallbacks", 0) + 1
+        record = VariantRecord(
+            len(self.records) + 1,
+            getattr(reg, "__qualname__", "?"),
+            cv.describe(),
+            reason,
+            calls,
+            lines=_lines_of(self.source, function.specialised_reads),
+            values=_values_of(cv),
+        )
+        with _lock:
+            _RECORDS.append(record)
+        self.records.append(record)
+        self.texts[code.text] = record
+        reg.__dict__["__ppy_variant_records__"] = self.records
+        guards = _global_guards(self.source.g, function.frozen_globals, getattr(self.fn, "__globals__", None))
+        if settings.blocking:
+            self._build(reg, record, code, guards, None)
+            return record.status == "ready"
+        done = settings.notify(record) if settings.notify is not None else None
+        _submit(lambda: self._build(reg, record, code, guards, done))
+        return False
+
+    def _build(self, reg: Any, record: VariantRecord, code: Any, guards: tuple, done: Any) -> None:
+        t0 = time.perf_counter()
+        name = backend.module_name("ppy_cell", code.text)
+        try:
+            cell = self.cache.load(name, code.text)
+            variant = region.make_region(self.runtime, cell.module, code.regions[0], self.fn, self.source.level, guards)
+            variant.__dict__["__ppy_variant__"] = record
+            self.runtime.add_variant(reg, variant)
+            record.module_name = cell.name
+            record.status = "ready"
+        except (BuildError, OSError) as err:
+            record.status = f"failed: {_first_line(str(err))}"
+            reg.__dict__["__ppy_call_reason__"] = f"a variant's build failed (the function runs as Python): {err}"
+        except BaseException as err:  # an interrupted build leaves the function working in Python
+            record.status = f"failed: {type(err).__name__}: {_first_line(str(err))}"
+            reg.__dict__["__ppy_call_reason__"] = f"a variant's build was interrupted: {record.status}"
+            if not isinstance(err, Exception):
+                raise
+        finally:
+            record.seconds = time.perf_counter() - t0
+            if done is not None:
+                with contextlib.suppress(Exception):
+                    done(record)
+
+    # -- what a call says ----------------------------------------------------------------------------
+    def call_values(self, bound: tuple, constant_scalars: bool) -> call_values.CallValues:
+        node, src = self.source.node, self.source
+        args = node.args.args
+        defaults = [None] * (len(args) - len(node.args.defaults)) + list(node.args.defaults)
+        kinds: dict[str, Kind] = {}
+        constants: dict[str, Any] = {}
+        samples: dict[str, Any] = {}
+        for i, (arg, default) in enumerate(zip(args, defaults, strict=True)):
+            value = bound[i]
+            if src.owner is not None and i == 0:
+                samples[arg.arg] = value
+                continue
+            stated = _stated_kind(arg, default, src.g)
+            if stated is not None and _fits(stated, value) and not (constant_scalars and _is_scalar(value)):
+                continue  # the source says it, and the call agrees
+            how, what = call_values.argument(value, constant_scalars)
+            if how == "kind":
+                kinds[arg.arg] = what
+            elif how == "constant":
+                constants[arg.arg] = what
+            elif how == "object":
+                samples[arg.arg] = what
+            else:
+                raise _StaysPython(f"the argument '{arg.arg}' cannot be taken by a region: {what}")
+        return call_values.CallValues(kinds, constants, samples, constant_scalars)
+
+    def compile(self, cv: call_values.CallValues) -> Any:
+        src = self.source
+        g = call_globals(src.g, getattr(self.fn, "__globals__", {}))
+        return frontend.compile_function(src.node, g, src.filename, src.lines, src.level, src.owner, call=cv)
+
+    def _limit_message(self, cv: call_values.CallValues) -> str:
+        now = _values_of(cv)
+        changed = sorted(
+            name
+            for name in {n for r in self.records for n in r.values} | set(now)
+            if len({r.values.get(name) for r in self.records} | {now.get(name)}) > 1
+        )
+        what = ", ".join(f"'{n}'" for n in changed) or "the attributes it reads"
+        return (
+            f"it already has {len(self.records)} variants (PpyMagics.max_variants): a call with new kinds or values "
+            f"runs as Python. What changed between them: {what}. Annotate it (e.g. `n: int`, `scale: float`) so "
+            "that one variant serves every value, or raise %config PpyMagics.max_variants."
+        )
+
+
+class _StaysPython(Exception):
+    pass
+
+
+def call_globals(cell: Globals, namespace: dict[str, Any]) -> Globals:
+    """The cell's globals as a call sees them: everything the cell bound has its value now."""
+    g = collect_globals(ast.Module(body=[], type_ignores=[]), namespace)
+    g.functions, g.plain_functions, g.classes = cell.functions, cell.plain_functions, cell.classes
+    for name in cell.functions:
+        g.values.pop(name, None)  # another @ppy.opt function of the source: compiled inline, as at the cell
+    return g
+
+
+def _global_guards(cell: Globals, frozen: dict[str, Any], namespace: dict | None) -> tuple:
+    """(namespace, name, value) of each global a variant read that the cell did not know: checked at each call."""
+    if namespace is None:
+        return ()
+    return tuple(
+        (namespace, name, value)
+        for name, value in frozen.items()
+        if (name in cell.unknown or name not in cell.values) and namespace.get(name) is value
+    )
+
+
+def _stated_kind(arg: ast.arg, default: ast.expr | None, g: Globals) -> Kind | None:
+    """The kind the source states for a parameter (its annotation, or its default's), if a region reads it."""
+    if arg.annotation is not None:
+        try:
+            kind = param_kinds.annotation_kind(arg.annotation, g)
+        except param_kinds.NotUnderstood:
+            return None
+        return kind if isinstance(kind, Kind) else None
+    if default is None:
+        return None
+    ok, value = param_kinds.default_value(default, g)
+    kind = param_kinds.default_kind(value) if ok else None
+    return kind if isinstance(kind, Kind) and kind != Kind.OPT_TENSOR else None
+
+
+def _fits(kind: Kind, value: Any) -> bool:
+    if kind == Kind.TENSOR:
+        return type(value) in (torch.Tensor, torch.nn.Parameter)
+    if kind == Kind.OPT_TENSOR:
+        return value is None or type(value) in (torch.Tensor, torch.nn.Parameter)
+    if kind == Kind.TENSORS:
+        return isinstance(value, (list, tuple)) and all(type(v) in (torch.Tensor, torch.nn.Parameter) for v in value)
+    return param_kinds.default_fits(kind, value)
+
+
+def _is_scalar(value: Any) -> bool:
+    return type(value) in (bool, int, float, str) or isinstance(value, (torch.dtype, tuple)) or value is None
+
+
+def _signature(bound: tuple) -> tuple:
+    """A cheap, hashable picture of a call: types, and the values of Python scalars."""
+    out = []
+    for v in bound:
+        t = type(v)
+        if (
+            t in (bool, int, float, str)
+            or v is None
+            or isinstance(v, torch.dtype)
+            or t is tuple
+            and all(type(i) is int for i in v)
+        ):
+            out.append((t, v))
+        elif t in (list, tuple):
+            out.append((t, len(v), tuple(type(i) for i in v)))
+        elif isinstance(v, torch.Tensor):
+            out.append((t,))
+        else:
+            out.append((t, id(v)))
+    return tuple(out)
+
+
+def _values_of(cv: call_values.CallValues) -> dict[str, str]:
+    out = {name: f"any {kind.name.lower()}" for name, kind in cv.kinds.items()}
+    out.update({name: call_values.short_repr(v) for name, v in cv.constants.items()})
+    out.update({name: type(v).__name__ for name, v in cv.samples.items()})
+    return out
+
+
+def _lines_of(source: Source, reads: tuple) -> tuple[int, ...]:
+    """Lines of the function whose code depends on a value compiled in: a read of it, or of a parameter so held."""
+    lines = {line for _what, line in reads if line}
+    params = {what for what, line in reads if line == 0}
+    for n in ast.walk(source.node):
+        if isinstance(n, ast.Name) and n.id in params and hasattr(n, "lineno"):
+            lines.add(n.lineno)
+    return tuple(sorted(lines))
+
+
+def _first_line(text: str) -> str:
+    return next((ln for ln in text.splitlines() if ln.strip()), text)[:200]
+
+
+def describe(reg: Any) -> list[str]:
+    """What ``explain`` says of a function's variants."""
+    records = getattr(reg, "__dict__", {}).get("__ppy_variant_records__", [])
+    return [str(r) for r in records]
+
+
+__all__ = ["Settings", "Source", "VariantRecord", "Variants", "blocking", "settings", "wait"]
