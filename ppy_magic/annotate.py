@@ -36,6 +36,7 @@ class Line:
     kind: str  # COMPILED, PYTHON or PLAIN (decorators, the def line, blank lines, comments, a docstring)
     cpp: tuple[str, ...] = ()  # COMPILED: the C++ statements this line became (on a statement's first line)
     reason: str | None = None  # PYTHON: why the function stays Python, on the line that says so
+    specialised: bool = False  # its code depends on a value a variant compiled in (a flag, a callable, ...)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,12 @@ def annotate(*functions: Callable) -> Annotation:
 def _function(f: Callable) -> FunctionAnnotation:
     name = getattr(f, "__qualname__", None) or repr(f)
     info = getattr(f, "__ppy_info__", None) if getattr(f, "__ppy_region__", False) else None
-    python_fn = getattr(f, "__wrapped__", f) if info is not None else f
+    built = getattr(f, "__ppy_variants__", ())
+    if info is None and built:  # compiled at its calls: its first variant's
+        info = getattr(built[0], "__ppy_info__", None)
+    records = getattr(f, "__dict__", {}).get("__ppy_variant_records__", ())
+    specialised = {n for r in records for n in r.lines}
+    python_fn = getattr(f, "__wrapped__", f) if info is not None or built else f
     try:
         source, first = inspect.getsourcelines(python_fn)
     except (OSError, TypeError):
@@ -90,7 +96,7 @@ def _function(f: Callable) -> FunctionAnnotation:
             name,
             True,
             None,
-            _lines(source, first, marks=marks),
+            _lines(source, first, marks=marks, specialised=specialised),
             calls=f.calls,
             fallbacks=f.fallbacks,
             fallback_reasons=FALLBACKS.for_region(f),
@@ -106,7 +112,12 @@ def _function(f: Callable) -> FunctionAnnotation:
 
 
 def _lines(
-    source: list[str], first: int, *, marks: dict[int, list[str]] | None = None, reason: str | None = None
+    source: list[str],
+    first: int,
+    *,
+    marks: dict[int, list[str]] | None = None,
+    reason: str | None = None,
+    specialised: set[int] = frozenset(),  # type: ignore[assignment]
 ) -> tuple[Line, ...]:
     if not source:
         return ()
@@ -124,7 +135,7 @@ def _lines(
             cpp = marks.get(stmt, []) if stmt is not None else []
             compiled = stmt is not None and stmt in marks
             kind = COMPILED if compiled else PLAIN
-            lines.append(Line(n, text, kind, tuple(cpp) if n == stmt else ()))
+            lines.append(Line(n, text, kind, tuple(cpp) if n == stmt else (), specialised=n in specialised))
         else:
             kind = PYTHON if stmt is not None or n == reason_line else PLAIN
             lines.append(Line(n, text, kind, reason=reason if n == reason_line else None))
@@ -173,7 +184,8 @@ def to_text(a: Annotation) -> str:
             out.append("  (the source of this function is not available)")
         for ln in fn.lines:
             tag = {COMPILED: "C", PYTHON: "P", PLAIN: " "}[ln.kind]
-            out.append(f"{ln.number:5d} {tag} | {ln.text}")
+            note = "    <- specialised: depends on a value a variant compiled in" if ln.specialised else ""
+            out.append(f"{ln.number:5d} {tag} | {ln.text}{note}")
             out += [f"        |     {c}" for c in ln.cpp]
         out.append("")
     return "\n".join(out).rstrip("\n")
@@ -226,6 +238,9 @@ def _line_html(ln: Line) -> str:
     style = f"{_ROW};{_KIND_STYLE[ln.kind]}"
     gutter = "+" if ln.cpp else " "
     number = f"<span style='{_GUTTER}'>{ln.number} {gutter}</span>"
+    if ln.specialised:
+        kind += " ppy-specialised"
+        style += ";border-left:3px dashed currentColor"
     source = f"<span class='ppy-source'>{_e(ln.text) or ' '}</span>"
     if ln.cpp:
         calls = _e("\n".join(ln.cpp))
