@@ -55,13 +55,11 @@ class CellReport:
                 f"({', '.join(self.compiled)}) {how} in {self.build_seconds:.2f} s"
             )
         for name, reason in self.python:
-            if name in self.at_call:
-                lines.append(f"ppy: '{name}' is not compiled at the cell: {reason}")
-                lines.append("ppy:     its first call compiles it again, from the kinds and values that call brings")
-                continue
             lines.append(f"ppy: '{name}' stays Python: {reason}")
             if (name, reason) in self.hints:
                 lines.append(f"ppy:     {self.hints[(name, reason)]}")
+            if name in self.at_call:
+                lines.append("ppy:     (for now: its first call compiles it again, with the values it brings)")
         lines += [f"ppy: note: {n}" for n in self.notes]
         return "\n".join(lines)
 

@@ -689,20 +689,25 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
   if (at::impl::torch_function_mode_enabled())
     return fall_back(self, "a TorchFunctionMode is active", args, nargsf, kwnames);
 
-  std::string reason = "no variant has been built for these arguments yet";
+  // The reason a call is not taken is the first variant's (the one the cell built, if any): the others
+  // were built for other kinds, and their reasons say less about this call.
+  std::string reason = "no variant has been built for these arguments yet", other;
   for (int round = 0; round < 2; ++round) {
     bool done = false;
+    bool first = true;
     if (self->has_entry) {
       PyObject* r = attempt_variant(self, self, bound, reason, &done);
       if (done) return r;
+      first = false;
     }
     const Py_ssize_t nvariants = self->variants ? PyList_GET_SIZE(self->variants) : 0;
     for (Py_ssize_t k = 0; k < nvariants; ++k) {
       PyObject* v = PyList_GET_ITEM(self->variants, k);
       Py_INCREF(v);  // a miss hook may change the list
-      PyObject* r = attempt_variant(reinterpret_cast<RegionFunction*>(v), self, bound, reason, &done);
+      PyObject* r = attempt_variant(reinterpret_cast<RegionFunction*>(v), self, bound, first ? reason : other, &done);
       Py_DECREF(v);
       if (done) return r;
+      first = false;
     }
     if (round > 0 || !self->miss) break;
     // No variant takes the call: the hook may build one for it (returning true when it is ready now).
