@@ -193,3 +193,36 @@ def attribute_type(value: Any, constant_scalars: bool) -> Any:
     if callable(value):
         return Constant(value)
     return Unknown(f"it holds a {t.__name__}, which a region does not read")
+
+
+def stated_for(t: Any, value: Any, exact: bool) -> Any:
+    """A class's stated attribute type `t`, narrowed to what `value` holds (the option of a union, a scalar
+    without its None unless `exact`), or None where the value is not one `t` holds."""
+    from .classes import ParamObject, Union
+
+    if isinstance(t, (Unknown, ParamObject)):
+        return None
+    if isinstance(t, Union):
+        if value is None:
+            return NONE if None in t.options else None
+        return next((o for o in t.options if o is not None and stated_for(o, value, exact) is not None), None)
+    if isinstance(t, ModType):
+        if t.cls is None or t.children is not None or t.elem is not None:
+            return None  # a container or a plain object: its items as the value shows them
+        same = type(value) is t.cls.obj if t.cls.obj is not None else type(value).__name__ == t.cls.name
+        return t if same else None
+    if not isinstance(t, Scalar):
+        return None
+    if value is None:
+        return (t if exact else NONE) if t.optional or t == NONE else None
+    if t.kind == Kind.TENSOR:
+        ok = type(value) in (torch.Tensor, torch.nn.Parameter, nn.parameter.Buffer)
+    elif t.kind == Kind.INTS:
+        seqs = (tuple,) if t.seq == "tuple" else (list,) if t.seq == "list" else (tuple, list)
+        ok = type(value) in seqs and all(type(v) is int for v in value)
+    else:
+        want = {Kind.INT: (int,), Kind.FLOAT: (float,), Kind.BOOL: (bool,), Kind.STR: (str,)}.get(t.kind, ())
+        ok = type(value) in want
+    if not ok:
+        return None
+    return t if exact or not t.optional else Scalar(t.kind, False, t.seq)

@@ -548,13 +548,14 @@ class CallCompiler:
             env = tuple((k, self.rename_params(v, k, params)) for k, v in value.env)
             return Closure(value.node, value.owner, value.g, value.filename, value.lines, env)
         if isinstance(value, ModuleValue):
-            return ModuleValue(self.rename_params(value.atom, name, params), value.mtype, name)
+            return ModuleValue(self.rename_params(value.atom, name, params), value.mtype, name, value.sample)
         if isinstance(value, OptionalScalar):
             none = self.rename_params(value.none, f"{name}_is_none", params)
             return OptionalScalar(none, self.rename_params(value.value, name, params), name)
         if isinstance(value, UnionValue):
             tag = self.rename_params(value.tag, f"{name}_option", params)
-            return UnionValue(tag, self.rename_params(value.module, name, params), value.options, name)
+            module = self.rename_params(value.module, name, params)
+            return UnionValue(tag, module, value.options, name, value.sample)
         if isinstance(value, ir.Var):
             var = self.new_var(name, value.kind)
             params.append(var)

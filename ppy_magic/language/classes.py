@@ -431,12 +431,23 @@ class Classes:
         module = inspect.getmodule(cls) or sys.modules.get(cls.__module__)
         from .namespace import collect_globals
 
-        g = collect_globals(ast.Module(body=[], type_ignores=[]), vars(module) if module else {})
+        # A notebook cell's classes belong to no importable module: their methods' globals are the namespace.
+        namespace = vars(module) if module else method_globals(cls)
+        g = collect_globals(ast.Module(body=[], type_ignores=[]), namespace)
         sub = Classes(g, filename, lines)
         sub._models = self._models
         mine = sub._model_of_node(ref, cdef, g, filename, lines)
         mine.module = model.module
         return mine
+
+
+def method_globals(cls: type) -> dict[str, Any]:
+    """The globals the methods of `cls` run with (its module's namespace), or an empty dict."""
+    for value in vars(cls).values():
+        g = getattr(getattr(value, "__wrapped__", value), "__globals__", None)
+        if isinstance(g, dict):
+            return g
+    return {}
 
 
 def class_source(cls: type) -> tuple[ast.ClassDef, str, list[str]] | None:

@@ -201,7 +201,17 @@ class ModuleCompiler:
             if model is not None and name in model.methods:
                 return BoundMethod(mv, name)
             raise self.error(node, f"`{path}` cannot be read in a region: {value}")
-        t = call_values.attribute_type(value, self.ctx.call is not None and self.ctx.call.constant_scalars)
+        constant_scalars = self.ctx.call is not None and self.ctx.call.constant_scalars
+        stated = model.attr(name) if model is not None else None
+        # What the class says, where the value agrees (narrowed to the option it holds): every instance of the
+        # class shares one layout, so what the class states is read as it states it. torch's own modules keep
+        # their declarations exactly (their restated forwards read them so).
+        exact = m.cls is not None and m.cls.obj is not None and m.cls.obj.__module__.startswith("torch.")
+        t = call_values.stated_for(stated, value, exact) if stated is not None else None
+        if constant_scalars and not exact and isinstance(t, Scalar) and t.kind != Kind.TENSOR:
+            t = None  # the second try: a user class's Python values are constants too (a flag decides a branch)
+        if t is None:
+            t = call_values.attribute_type(value, constant_scalars)
         return self.read(node, mv, Slot(name, ATTRIBUTE, ""), t, path, sample=value)
 
     def read(self, node: ast.AST, mv: ModuleValue, where: Slot, t: Any, path: str, sample: Any = None) -> Any:
@@ -252,7 +262,7 @@ class ModuleCompiler:
             slot = ir.Const(i, Kind.INT)
             tag = self.intrinsic("attr_variant", Kind.INT, mv.atom, slot)
             module = self.intrinsic("attr_module", Kind.MODULE, mv.atom, slot)
-            return UnionValue(tag, module, t.options, path)
+            return UnionValue(tag, module, t.options, path, sample)
         raise self.error(node, f"`{path}` cannot be read in a region")
 
     def pending_object(self, node: ast.AST, p: PendingObject) -> ModuleValue:

@@ -280,10 +280,11 @@ class UnionValue:
     module: ir.Var  # the module it is (any option's attributes are read through it)
     options: tuple[Any, ...]  # classes.ModType, or None
     path: str
+    sample: Any = dataclasses.field(default=None, compare=False, hash=False)  # as ModuleValue.sample
 
     def option(self, i: int) -> Any:
         o = self.options[i]
-        return None if o is None else ModuleValue(self.module, o, self.path)
+        return None if o is None else ModuleValue(self.module, o, self.path, self.sample)
 
 
 @dataclass(frozen=True)
