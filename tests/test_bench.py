@@ -592,6 +592,9 @@ def region_ns(ip):
             "g = torch.Generator().manual_seed(0)\n"
             "rx, rw, rb = (torch.randn(8, 32, generator=g), torch.randn(32, 32, generator=g),\n"
             "              torch.randn(32, generator=g))\n"
+            "class Sub(torch.Tensor):\n"
+            "    pass\n"
+            "sx = rx.as_subclass(Sub)\n"
         )
     assert getattr(ip.user_ns["bench_layer"], "__ppy_region__", False), built.stdout + built.stderr
     return ip
@@ -607,11 +610,18 @@ def test_real_region_matches_eager_bitwise_without_fallbacks(region_ns):
 
 
 def test_real_region_fallbacks_are_counted_and_named(region_ns):
-    # a bool where a number was compiled (an int or a float would run the region)
-    r = region_ns.run_line_magic("ppy_bench", f"-o -q {QUICK} bench_scaled rx True")
+    # a tensor subclass: no variant takes it (a bool for `s` would get a variant of its own, built first)
+    r = region_ns.run_line_magic("ppy_bench", f"-o -q {QUICK} bench_scaled sx 2.0")
     assert r.metadata["region_fallbacks"] == 1 + 300 + 2 * 20
-    assert r.metadata["last_fallback_reason"] == "a number argument is neither exactly a Python int nor a float"
+    assert r.metadata["last_fallback_reason"] == "a tensor argument is a subclass of torch.Tensor"
     assert "ran its Python body on 341 of 341 calls" in report.to_text(r.result)
+
+
+def test_a_variant_the_arguments_need_is_built_before_measuring(region_ns):
+    """A bool for `s: float`: %ppy_bench builds its variant first (not in the background), then measures it."""
+    r = region_ns.run_line_magic("ppy_bench", f"-o -q {QUICK} bench_scaled rx True")
+    assert r.metadata["region_fallbacks"] == 0
+    assert r.df.loc["PPy ATen region", "matches_eager"] is True
 
 
 @pytest.mark.slow

@@ -397,6 +397,27 @@ def _descends_from(pid: int, ancestor: int) -> bool:
     return False
 
 
+def test_a_kernel_interrupt_while_a_build_runs_in_the_background():
+    """SIGINT (the notebook's "interrupt kernel") while a variant builds: the interrupted code stops as
+    Python would; the build goes on, lands, and the function is a region."""
+    ns = _fresh_cell("i")
+    f = ns["fresh_i"]
+    x = torch.randn(3)
+    assert torch.equal(f(x, 0.25), x * 0.25 + 1)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            while True:  # the user's code, busy while the build runs
+                time.sleep(0.01)
+    finally:
+        timer.cancel()
+    assert ppy_magic.wait(timeout=600)
+    calls = f.calls
+    assert torch.equal(f(x, 0.25), x * 0.25 + 1)
+    assert f.calls == calls + 1
+
+
 def test_a_plain_call_never_waits_for_the_build():
     ns = _fresh_cell("w")
     f = ns["fresh_w"]
