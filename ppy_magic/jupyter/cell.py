@@ -167,6 +167,14 @@ class PpyMagics(Magics):
         when its ``def`` runs, so later code in the same cell already calls it.
         A function that cannot be compiled stays Python and the output says why.
         The value of a last expression is shown, as in a plain cell.
+
+        Where the source leaves a kind open (an unannotated parameter, a callable
+        or module passed in, ``self.<attr>`` from a plain config object), the
+        first call's values close it: that call runs the Python body and builds a
+        *variant* for its kinds (and, where a value decides a branch or a kind,
+        its values) in the background; calls after it lands run the region. Each
+        variant is guarded at every call; at most ``PpyMagics.max_variants`` per
+        function. ``ppy_magic.wait()`` waits for pending builds.
         ``%config PpyMagics`` lists the options that apply to every cell.
 
         Levels (``@ppy.opt(N)``, ``-O N``, ``PpyMagics.default_level``); every
