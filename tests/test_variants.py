@@ -88,6 +88,28 @@ def from_config(x, cfg):
     return y.reshape(-1, cfg.width)
 
 
+@ppy.opt(3)
+def by_mode(x, mode):
+    if mode == "scale":
+        k = 2
+    else:
+        k = x.mean()
+    return x * k
+
+
+def pick_activation():
+    return torch.sigmoid
+
+
+ACT = pick_activation()  # bound when the cell runs: not known when it compiles
+FACTOR = float("1.5")
+
+
+@ppy.opt(3)
+def uses_free_names(x):
+    return ACT(x) * FACTOR
+
+
 class Cfg:
     def __init__(self, width, k):
         self.width = width
@@ -109,7 +131,18 @@ class Scale(nn.Module):
 
 LEVELS = (1, 3)
 MODES = ("recording", "grad mode, nothing requires grad", "no_grad", "inference_mode")
-FUNCTIONS = ("scaled", "act_of", "with_bias", "power", "widest", "through", "stack", "from_config")
+FUNCTIONS = (
+    "scaled",
+    "act_of",
+    "with_bias",
+    "power",
+    "widest",
+    "through",
+    "stack",
+    "from_config",
+    "by_mode",
+    "uses_free_names",
+)
 
 
 def mode_context(mode: str):
@@ -160,6 +193,9 @@ def calls_of(ns: dict) -> list[tuple[str, tuple]]:
         ("stack", (x, layers)),
         ("from_config", (x, types.SimpleNamespace(scale=2.0, relu=True, width=3))),
         ("from_config", (x, types.SimpleNamespace(scale=0.5, relu=False, width=2))),
+        ("by_mode", (x, "scale")),
+        ("by_mode", (x, "mean")),
+        ("uses_free_names", (x,)),
     ]
 
 
@@ -252,6 +288,26 @@ def test_a_guard_failure_never_runs_a_wrong_variant(cells):
     ppy_magic.wait()
     for fn in (torch.sigmoid, torch.relu, torch.tanh):
         assert torch.equal(act(x, fn), fn(x) * 2)
+
+
+def test_a_free_name_read_at_the_call_is_guarded(cells):
+    """ACT and FACTOR are bound when the cell runs: the variant reads them then, and checks at each call that
+    they are still the objects it compiled in; rebinding one gets a new variant, never a stale result."""
+    ns, _ = cells[3]
+    f = ns["uses_free_names"]
+    x = torch.randn(4)
+    f(x)
+    ppy_magic.wait()
+    calls = f.calls
+    assert torch.equal(f(x), torch.sigmoid(x) * 1.5)
+    assert f.calls == calls + 1
+    ns["FACTOR"] = 2.5
+    assert torch.equal(f(x), torch.sigmoid(x) * 2.5)  # the old variant's guard fails: Python, right
+    ppy_magic.wait()
+    calls = f.calls
+    assert torch.equal(f(x), torch.sigmoid(x) * 2.5)
+    assert f.calls == calls + 1
+    ns["FACTOR"] = 1.5
 
 
 def test_a_module_compiled_at_its_call_and_an_attribute_changed_to_another_kind(cells):

@@ -388,12 +388,12 @@ PyObject* attempt_variant(RegionFunction* self, RegionFunction* head, PyObject* 
     }
     Py_DECREF(why);
   }
-  // Globals read when the variant was compiled at a call: still the same objects.
+  // Globals read when the variant was compiled at a call: still the same objects (or equal numbers, strs).
   for (Py_ssize_t k = 0; self->global_guards && k < PyTuple_GET_SIZE(self->global_guards); ++k) {
     PyObject* g = PyTuple_GET_ITEM(self->global_guards, k);
     PyObject* now = PyDict_GetItemWithError(PyTuple_GET_ITEM(g, 0), PyTuple_GET_ITEM(g, 1));
     if (!now) PyErr_Clear();
-    if (now != PyTuple_GET_ITEM(g, 2)) {
+    if (!now || !ppy_modules::same_constant(now, PyTuple_GET_ITEM(g, 2))) {
       const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(g, 1));
       reason_out = std::string("the global '") + (name ? name : "?") + "' is not the object the region was built for";
       return nullptr;
