@@ -28,7 +28,7 @@ torch.compile of the seed layer and of the model.
     python -m benchmarks.call_overhead [-r ROUNDS] [--scale S] [--only NAME] [--clock cpu|wall] [--compile]
     python -m benchmarks.call_overhead --variants    # variants built at calls: guard cost, first-call latency
 
-``--variants`` measures instead: a region with 4 values compiled in (a callable, a bool, a str, None, each
+``--variants`` measures instead: a region with 4 values compiled in (a callable and three Nones, each
 compared at every call) against one with the same ATen calls and none (goal: within the rounds' spread),
 and how long the seed layer's first call takes until its variant is live, from an empty cache and from disk.
 
@@ -295,24 +295,31 @@ import ppy
 
 @ppy.opt(3)
 def plain(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.relu(x @ w + b)
+    y = x @ w
+    y = y + b
+    y = torch.relu(y)
+    return y
 
 
 @ppy.opt(3)
-def specialised(x, w, b, act, use_bias, mode, extra):
+def specialised(x, w, b, act, extra, shift, gain):
     y = x @ w
-    if use_bias:
-        y = y + b
-    if mode == "relu" and extra is None:
-        y = act(y)
+    y = y + b
+    if extra is not None:
+        y = y + extra
+    if shift is not None:
+        y = y - shift
+    if gain is not None:
+        y = y * gain
+    y = act(y)
     return y
-
 """
 
 
 def measure_variants(rounds: int, scale: float, clock: Callable[[], float]) -> int:
-    """A region with 4 values compiled in (a callable, a bool, a str, None: each compared at every call) against
-    the same ATen calls with none; and how long the seed layer's first call takes to make it a region."""
+    """A region with 4 values compiled in (a callable and three Nones, each compared at every call) against
+    the same body, written the same way, with none; and how long the seed layer's first call takes to make it
+    a region."""
     import tempfile
 
     import ppy_magic
@@ -320,7 +327,7 @@ def measure_variants(rounds: int, scale: float, clock: Callable[[], float]) -> i
 
     ns, _ = compile_cell(VARIANTS_SOURCE, filename="<call_overhead variants>")
     x, w, b = torch.randn(8, 32), torch.randn(32, 32), torch.randn(32)
-    spec_args = (x, w, b, torch.relu, True, "relu", None)
+    spec_args = (x, w, b, torch.relu, None, None, None)
     ns["specialised"](*spec_args)
     ppy_magic.wait()
     plain, spec = ns["plain"], ns["specialised"]
@@ -340,7 +347,7 @@ def measure_variants(rounds: int, scale: float, clock: Callable[[], float]) -> i
     print("variants: the guards of a specialised region (seed layer, no_grad, µs per call)")
     print(f"  without specialised values: {med['plain']:.2f}")
     print(
-        f"  with 4 (a callable, a bool, a str, None): {med['specialised']:.2f}"
+        f"  with 4 compiled in (a callable, three Nones): {med['specialised']:.2f}"
         f"  ratio {statistics.median(ratios):.3f} ({min(ratios):.3f}..{max(ratios):.3f} over {rounds} rounds)"
     )
     spread = (min(times["plain"]) * 1e6, max(times["plain"]) * 1e6)
