@@ -85,6 +85,28 @@ def test_ppy_file_runs_as_main_with_argv(tmp_path):
     assert re.search(r"'stays' stays Python: at 12:5: `try`", proc.stderr), proc.stderr
 
 
+def test_ppy_file_builds_a_variant_a_call_needs_before_running_it(tmp_path):
+    """A program waits for the variant its call needs (no background build): that very call runs the region."""
+    prog = tmp_path / "prog.ppy"
+    prog.write_text(
+        textwrap.dedent("""
+        import torch
+        import torch.nn.functional as F
+        import ppy
+
+        @ppy.opt(3)
+        def apply(x, act):
+            return act(x) * 2
+
+        x = torch.randn(3)
+        y = apply(x, F.gelu)
+        print("region", apply.__ppy_region__, apply.calls, torch.equal(y, F.gelu(x) * 2))
+    """)
+    )
+    proc = run(PPY + [str(prog)])
+    assert "region True 1 True" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_ppy_reports_a_missing_file():
     proc = subprocess.run(PPY + ["no/such/file.ppy"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2
