@@ -29,10 +29,10 @@ import pytest
 import torch
 
 from tests.support import batch, cells, control_fuzz, eager, fuzz, opinfo, outcomes
+from tests.support.modes import MODES, for_mode, mode_context
 from tests.support.outcomes import FAILURES, MATCH, PYTHON, Case
 
 LEVELS = (1, 3)
-MODES = ("recording", "grad mode, nothing requires grad", "no_grad", "inference_mode")
 PROGRAMS = int(os.environ.get("PPY_LEVELS_PROGRAMS", "120"))
 CONTROL_PROGRAMS = int(os.environ.get("PPY_LEVELS_CONTROL_PROGRAMS", "120"))
 OPINFO_SAMPLES = int(os.environ.get("PPY_LEVELS_OPINFO_SAMPLES", "4"))
@@ -96,30 +96,6 @@ def at_level(level: int):
         yield
     finally:
         batch.compile_cell = original
-
-
-def mode_context(mode: str):
-    return {
-        "recording": torch.enable_grad,
-        "grad mode, nothing requires grad": torch.enable_grad,
-        "no_grad": torch.no_grad,
-        "inference_mode": torch.inference_mode,
-    }[mode]()
-
-
-def for_mode(value, mode: str):
-    """The arguments as `mode` wants them: nothing requiring grad in the second mode."""
-    if mode != "grad mode, nothing requires grad":
-        return value
-    if isinstance(value, torch.Tensor):
-        return value.detach()
-    if isinstance(value, list):
-        return [for_mode(v, mode) for v in value]
-    if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(for_mode(v, mode) for v in value)
-    if isinstance(value, dict):
-        return {k: for_mode(v, mode) for k, v in value.items()}
-    return value
 
 
 def failures_of(results) -> list[str]:

@@ -28,6 +28,7 @@ from ppy_magic import variants
 from ppy_magic.errors import BuildError
 from tests.support.cells import compile_cell, is_region
 from tests.support.eager import compare_call
+from tests.support.modes import MODES, for_mode, mode_context
 from tests.support.outcomes import MATCH
 
 CELL = """
@@ -130,7 +131,6 @@ class Scale(nn.Module):
 """
 
 LEVELS = (1, 3)
-MODES = ("recording", "grad mode, nothing requires grad", "no_grad", "inference_mode")
 FUNCTIONS = (
     "scaled",
     "act_of",
@@ -143,21 +143,6 @@ FUNCTIONS = (
     "by_mode",
     "uses_free_names",
 )
-
-
-def mode_context(mode: str):
-    return {
-        "recording": torch.enable_grad,
-        "grad mode, nothing requires grad": torch.enable_grad,
-        "no_grad": torch.no_grad,
-        "inference_mode": torch.inference_mode,
-    }[mode]()
-
-
-def for_mode(v, mode: str):
-    if mode == "grad mode, nothing requires grad" and isinstance(v, torch.Tensor):
-        return v.detach()
-    return v
 
 
 @pytest.fixture(scope="module")
