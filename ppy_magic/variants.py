@@ -95,11 +95,6 @@ def wait(timeout: float | None = None) -> bool:
             return False
 
 
-def pending_records() -> list[VariantRecord]:
-    with _lock:
-        return [r for r in _RECORDS if r.status == "building"]
-
-
 def all_records() -> list[VariantRecord]:
     with _lock:
         return list(_RECORDS)
@@ -138,6 +133,9 @@ _NOT_KINDS = (
     "is not defined yet",
     "does not fit in 64 bits",
 )
+
+
+_SEEN_LIMIT = 1024  # calls remembered per function as needing no new variant
 
 
 @dataclass
@@ -179,6 +177,8 @@ class Variants:
             return False
         why = self._ask(reg, bound, reason)
         if key is not None and why is not False:
+            if len(self.seen) >= _SEEN_LIMIT:  # calls of ever new values past the limit: forget, not grow
+                self.seen.clear()
             self.seen[key] = why
         return why is True
 
@@ -398,12 +398,6 @@ def _lines_of(source: Source, reads: tuple) -> tuple[int, ...]:
 
 def _first_line(text: str) -> str:
     return next((ln for ln in text.splitlines() if ln.strip()), text)[:200]
-
-
-def describe(reg: Any) -> list[str]:
-    """What ``explain`` says of a function's variants."""
-    records = getattr(reg, "__dict__", {}).get("__ppy_variant_records__", [])
-    return [str(r) for r in records]
 
 
 __all__ = ["Settings", "Source", "VariantRecord", "Variants", "blocking", "settings", "wait"]
