@@ -314,10 +314,11 @@ def explain(f: Any) -> Explanation:
     built = getattr(f, "__ppy_variants__", ())
     if info is None and built:  # compiled at its calls: the first variant's
         info = getattr(built[0], "__ppy_info__", None)
-    records = tuple(str(r) for r in getattr(f, "__dict__", {}).get("__ppy_variant_records__", ()))
+    asked = getattr(f, "__dict__", {}).get("__ppy_variant_records__", ())
+    records = tuple(str(r) for r in asked)
     call_reason = getattr(f, "__dict__", {}).get("__ppy_call_reason__")
     if info is None and hasattr(f, "__ppy_variants__"):  # compiled at calls, no variant built yet
-        building = any("[building" in r for r in records)
+        building = any(r.status == "building" for r in asked)
         at_cell = f.__dict__.get("__ppy_reason__")
         reason = call_reason or (
             "a variant for its first call's values is building: calls run the Python body until it lands"

@@ -13,7 +13,7 @@ lands run the Python body (the same results), then the variant is added to the
 function's list, which the runtime tries in order with its guards in C.
 
 ``PpyMagics.max_variants`` (``settings.max_variants``) bounds the list; ``blocking()``
-(``ppy FILE``, ``ppy build``, ``%ppy_bench``) builds in the foreground instead, and
+(``ppy FILE``, ``%ppy_bench``) builds in the foreground instead, and
 ``wait()`` returns once every build started has landed or failed.
 """
 
@@ -40,7 +40,7 @@ from .language.namespace import Globals, collect_globals
 @dataclass
 class Settings:
     max_variants: int = 8  # per function (PpyMagics.max_variants)
-    blocking: bool = False  # build in the foreground (ppy FILE, ppy build, %ppy_bench)
+    blocking: bool = False  # build in the foreground (ppy FILE, %ppy_bench)
     notify: Callable[[VariantRecord], Callable[[VariantRecord], None] | None] | None = None  # the notebook's status
 
 
@@ -160,10 +160,8 @@ class Variants:
         self.cache = cache
         self.runtime = runtime
         self.records: list[VariantRecord] = []
-        self.texts: dict[str, VariantRecord] = {}  # C++ of each variant asked for -> its record
+        self.texts: set[str] = set()  # the C++ of each variant asked for: its identity
         self.seen: dict[tuple, str | None] = {}  # (reason, call's signature) -> why nothing was built
-        self.limit_reason: str | None = None
-        self.last_failure: str | None = None
 
     # -- the hook --------------------------------------------------------------------------------
     def __call__(self, reg: Any, bound: tuple, reason: str) -> bool:
@@ -197,19 +195,17 @@ class Variants:
                 failure = CompileError(str(why))
         if function is None:
             assert failure is not None
-            self.last_failure = f"not compiled for a call's values: {failure.reason}"
-            reg.__dict__["__ppy_call_reason__"] = self.last_failure
+            why = reg.__dict__["__ppy_call_reason__"] = f"not compiled for a call's values: {failure.reason}"
             first = self.source.cell_error
             if first is not None and not self.records and (failure.reason, failure.loc) == (first.reason, first.loc):
                 self.runtime.set_miss(reg, None)  # the values changed nothing: no call will; calls stay Python cheaply
-            return self.last_failure
+            return why
         code = backend.generate([function])
         if code.text in self.texts:
             return "the variant for these values exists"  # its guards refused the call for another reason
         if len(self.records) >= settings.max_variants:
-            self.limit_reason = self._limit_message(cv)
-            reg.__dict__["__ppy_call_reason__"] = self.limit_reason
-            return self.limit_reason
+            why = reg.__dict__["__ppy_call_reason__"] = self._limit_message(cv)
+            return why
         calls = getattr(reg, "calls", 0) + getattr(reg, "fallbacks", 0) + 1
         record = VariantRecord(
             len(self.records) + 1,
@@ -223,7 +219,7 @@ class Variants:
         with _lock:
             _RECORDS.append(record)
         self.records.append(record)
-        self.texts[code.text] = record
+        self.texts.add(code.text)
         reg.__dict__["__ppy_variant_records__"] = self.records
         guards = _global_guards(self.source.g, function.frozen_globals, getattr(self.fn, "__globals__", None))
         if settings.blocking:

@@ -47,7 +47,6 @@ class RegionSpec:
     cpp: str  # this region's C++ (helpers and entry), for explain()
     result_types: tuple[type, ...] = ()  # the torch.return_types named tuples it returns
     extras: int = 0  # arguments beyond the parameters the call may pass and the region ignores: 1 *args, 2 **kwargs
-    untyped: tuple[int, ...] = ()  # parameters with neither annotation nor default (ir.Function.untyped)
     constants: tuple = ()  # per parameter: the value a 'K' one was specialised for (ir.Function.constants)
     specialised_reads: tuple[tuple[str, int], ...] = ()  # what was compiled in, and where (explain, annotate)
     owner: str | None = None  # a method: its class's name
@@ -612,7 +611,6 @@ def generate(functions: list[ir.Function]) -> CellCode:
                 cpp="\n".join(body),
                 result_types=fn.result_types,
                 extras=fn.extras,
-                untyped=fn.untyped,
                 constants=fn.constants,
                 specialised_reads=fn.specialised_reads,
                 owner=fn.owner,

@@ -36,7 +36,7 @@ from .modules import LayoutBuilder, ModuleCompiler, freeze_plan
 from .namespace import Globals, function_key
 from .pyvalues import PyValueCompiler
 from .statements import StatementCompiler
-from .values import HINTS, KwArgs, ModuleValue, Unsupported, describe_node
+from .values import HINTS, KwArgs, ModuleValue, Static, Unsupported, constant, describe_node
 
 # ---- located errors ------------------------------------------------------------------------------
 
@@ -392,7 +392,6 @@ def _translate_once(
 ) -> ir.Function:
     from .call_values import object_type
     from .classes import ClassRef, ModType
-    from .values import Static, constant
 
     ctx = Context(
         classes=classes_of(g, filename, source_lines), root=fn, filename=filename, list_kinds=list_kinds, call=call
@@ -500,11 +499,6 @@ def _translate_once(
         source_lines=lines,
         frozen_globals=dict(ctx.frozen),
         extras=extras,
-        untyped=tuple(
-            i
-            for i, (arg, d) in enumerate(zip(a.args, defaults, strict=True))
-            if arg.annotation is None and d is None and not (owner is not None and i == 0)  # not a method's self
-        ),
         owner=owner.name if owner is not None else None,
         plan=freeze_plan(ctx.layouts, param_layouts),
         constants=tuple(constants) if Kind.CONSTANT in {p.kind for p in params} else (),

@@ -537,7 +537,6 @@ class Function:
     source_lines: dict[int, str] = field(default_factory=dict, compare=False)
     frozen_globals: dict[str, Any] = field(default_factory=dict, compare=False)
     extras: int = 0  # *args (1) and **kwargs (2) the body never reads: the runtime ignores what they would hold
-    untyped: tuple[int, ...] = ()  # parameters with neither annotation nor default: a tensor until a call says
     constants: tuple = ()  # per parameter, the value a CONSTANT one was compiled for (empty: none is)
     specialised_reads: tuple[tuple[str, int], ...] = ()  # (what, line): values compiled in (0: the parameter)
     owner: str | None = None  # a method: the name of its class

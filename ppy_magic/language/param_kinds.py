@@ -183,19 +183,3 @@ def default_fits(kind: Kind | str, value: Any) -> bool:
     if kind == Kind.INTS:
         return isinstance(value, (tuple, list)) and all(type(v) is int for v in value)
     return False
-
-
-def argument_kind(value: Any) -> Kind | None:
-    """The kind a call's argument gives an unannotated parameter without a default, or None."""
-    if type(value) in (torch.Tensor, torch.nn.Parameter):
-        return Kind.TENSOR
-    if value is None:
-        return Kind.OPT_TENSOR
-    kind = default_kind(value)
-    if kind is not None:
-        return kind
-    if isinstance(value, (list, tuple)) and value and all(type(v) in (torch.Tensor, torch.nn.Parameter) for v in value):
-        return Kind.TENSORS
-    if isinstance(value, list) and all(type(v) is int for v in value):
-        return Kind.INTS
-    return None
