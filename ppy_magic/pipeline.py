@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import backend, decorator, region, variants
+from . import backend, breaks, decorator, region, variants
 from .binding import Binder, StaysPython, Target, effective_level
 from .errors import BuildError, CacheError, CompileError
 from .language import frontend
@@ -97,7 +97,9 @@ class CellBinder(Binder):
         if target.spec is None and source is not None and source.cell_error is not None:
             reg.__dict__["__ppy_reason__"] = source.cell_error.reason
         if source is not None and self.cache is not None:
-            self.runtime.set_miss(reg, variants.Variants(source, fn, self.cache, self.runtime))
+            hook = variants.Variants(source, fn, self.cache, self.runtime)
+            hook.around = breaks.splitter(source, fn, self.cache, self.runtime)
+            self.runtime.set_miss(reg, hook)
         return reg
 
 

@@ -255,9 +255,16 @@ class Explanation:
     level_notes: dict[int, tuple[str, ...]] = field(default_factory=dict)  # what each level changes in it
     reads: tuple[str, ...] = ()  # a method: what it reads of each kind of module, per call
     variants: tuple[str, ...] = ()  # the variants built at calls: what each is specialised on, why, by which call
+    split: tuple[str, ...] = ()  # a function split around what a region cannot take: its breaks and segments
 
     def __str__(self) -> str:
         lines = []
+        if self.split:
+            what = "ATen regions around Python lines" if self.is_region else "Python function, split (no region yet)"
+            lines.append(f"{self.name}: {what}")
+            lines.append(f"  calls of its segments as regions: {self.calls}; in Python: {self.fallbacks}")
+            lines += [f"  {ln}" for ln in self.split]
+            return "\n".join(lines)
         if self.is_region:
             lines.append(
                 f"{self.name}: ATen region (module {self.module_name}; devices {', '.join(self.device_types)})"
@@ -307,9 +314,30 @@ def _short(v: Any) -> str:
     return text if len(text) < 40 else text[:37] + "..."
 
 
+def counters(f: Any) -> tuple[int, int]:
+    """(calls that ran a region, calls that ran Python) of `f`; for a split function, of its segments."""
+    parts = getattr(f, "__ppy_parts__", ())
+    if parts:
+        return sum(p.calls for p in parts), sum(p.fallbacks for p in parts)
+    return getattr(f, "calls", 0), getattr(f, "fallbacks", 0)
+
+
 def explain(f: Any) -> Explanation:
     """Whether `f` is a region, why not if not, its fallbacks so far and its generated C++."""
     name = getattr(f, "__qualname__", repr(f))
+    split = getattr(f, "__dict__", {}).get("__ppy_split__")
+    if split is not None and getattr(f, "__ppy_driver__", None) is not None:
+        calls, fallbacks = counters(f)
+        return Explanation(
+            name,
+            bool(f.__ppy_region__),
+            None,
+            None,
+            fallbacks,
+            calls,
+            None,
+            split=tuple(split.describe()),
+        )
     info = getattr(f, "__ppy_info__", None) if getattr(f, "__ppy_region__", False) else None
     built = getattr(f, "__ppy_variants__", ())
     if info is None and built:  # compiled at its calls: the first variant's

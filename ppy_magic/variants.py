@@ -33,6 +33,7 @@ import torch
 from . import backend, region
 from .errors import BuildError, CompileError
 from .language import call_values, frontend, param_kinds
+from .language.function import located_error
 from .language.ir import Kind
 from .language.namespace import Globals, collect_globals
 
@@ -162,6 +163,9 @@ class Variants:
         self.records: list[VariantRecord] = []
         self.texts: set[str] = set()  # the C++ of each variant asked for: its identity
         self.seen: dict[tuple, str | None] = {}  # (reason, call's signature) -> why nothing was built
+        # Called with the error of a call's values that cannot compile the function: True when it split the
+        # function around the statement the error names (``breaks.Splitter``), so the call runs its driver.
+        self.around: Callable[[Any, CompileError], bool] | None = None
 
     # -- the hook --------------------------------------------------------------------------------
     def __call__(self, reg: Any, bound: tuple, reason: str) -> bool:
@@ -195,6 +199,8 @@ class Variants:
                 failure = CompileError(str(why))
         if function is None:
             assert failure is not None
+            if self.around is not None and self.around(reg, failure):
+                return True
             why = reg.__dict__["__ppy_call_reason__"] = f"not compiled for a call's values: {failure.reason}"
             first = self.source.cell_error
             if first is not None and not self.records and (failure.reason, failure.loc) == (first.reason, first.loc):
@@ -277,8 +283,32 @@ class Variants:
             elif how == "object":
                 samples[arg.arg] = what
             else:
-                raise _StaysPython(f"the argument '{arg.arg}' cannot be taken by a region: {what}")
+                raise self._refused(arg.arg, f"the argument '{arg.arg}' cannot be taken by a region: {what}")
         return call_values.CallValues(kinds, constants, samples, constant_scalars)
+
+    def _refused(self, name: str, message: str) -> Exception:
+        """Why a call's value stays out: at the first line that reads it, where there is one (the function may
+        be split around it, ``breaks``)."""
+        src = self.source
+        uses = [
+            n
+            for st in src.node.body
+            for n in ast.walk(st)
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+        ]
+        if not uses:
+            return _StaysPython(message)
+        first = min(uses, key=lambda n: (n.lineno, n.col_offset))
+        err = located_error(
+            first,
+            message,
+            "Keep it out of the function, or let the lines that read it run as Python.",
+            filename=src.filename,
+            lines=src.lines,
+            function=src.node.name,
+        )
+        err.also_lines = tuple(sorted({n.lineno for n in uses} - {first.lineno}))  # every line reads it: all break
+        return err
 
     def compile(self, cv: call_values.CallValues) -> Any:
         src = self.source

@@ -227,6 +227,10 @@ class FunctionCompiler(
             outer, self._stmt = self._stmt, stmt
             try:
                 self.visit(stmt)
+            except CompileError as err:
+                if not self.helper and getattr(err, "statement", None) is None:
+                    err.statement = stmt  # the innermost statement of the function itself (``breaks``)
+                raise
             finally:
                 self._stmt = outer
 

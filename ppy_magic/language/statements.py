@@ -192,6 +192,7 @@ class StatementCompiler:
             self.emit(ir.Return(runtime, ir.HELPER_RETURN, self.line()))
         else:
             atoms: list[ir.Atom] = []
+            self.returned_lists: list[ir.Tup] = []
             spec = self.return_spec(node, value, atoms)
             self.returns.append((spec, structure_of(value)))
             self.emit(ir.Return(tuple(atoms), spec, self.line()))
@@ -210,6 +211,10 @@ class StatementCompiler:
 
     def return_spec(self, node: ast.AST, value: Any, atoms: list[ir.Atom]) -> str:
         if isinstance(value, ir.Tup):
+            if value.is_list:
+                if any(v is value for v in self.returned_lists):
+                    raise self._list_twice(node)
+                self.returned_lists.append(value)
             inner = "".join(self.return_spec(node, v, atoms) for v in value.items)
             if value.is_list:
                 return f"[{inner}]"
@@ -227,11 +232,21 @@ class StatementCompiler:
             )
         if code is not None:
             self.not_a_list_parameter(node, value, "returning a list parameter (or a slice of one)")
+            if value.kind in (Kind.TENSOR_LIST, Kind.INT_LIST, Kind.FLOAT_LIST) and value in atoms:
+                raise self._list_twice(node)
             if value.kind != Kind.NONE:
                 atoms.append(value)
             return code
         raise self.error(
             node, f"a region cannot return {ops.describe(value)}", "Return tensors, numbers, or tuples of them."
+        )
+
+    def _list_twice(self, node: ast.AST) -> Exception:
+        return self.error(
+            node,
+            "this returns one list twice (two names bound to it): Python returns the same list, a region would "
+            "return two",
+            "Return it once.",
         )
 
     def not_a_list_parameter(self, node: ast.AST, value: Any, what: str) -> None:

@@ -80,6 +80,8 @@ struct RegionFunction {
   ppy_modules::Plan* plan;  // what is read of module parameters ('M'); set by set_plan
   PyObject* resolver;       // callable(region) -> None once it set the plan, or a str why not yet
   PyObject* owner_class;    // the class this region is a method of (__set_name__), or nullptr
+  PyObject* delegate;       // a function split around what a region cannot take: its Python driver, or nullptr
+  PyObject* parts;          // with a delegate: the regions (RegionFunctions) the driver calls, a tuple
 };
 
 // ---- building results ------------------------------------------------------
@@ -654,6 +656,8 @@ PyObject* attempt_variant(RegionFunction* self, RegionFunction* head, PyObject* 
 PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf,
                             PyObject* kwnames) {
   auto* self = reinterpret_cast<RegionFunction*>(callable);
+  // Split around statements a region cannot take: the driver runs them and calls the parts' regions.
+  if (self->delegate) return PyObject_Vectorcall(self->delegate, args, nargsf, kwnames);
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   const Py_ssize_t nparams = PyTuple_GET_SIZE(self->param_names);
   const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
@@ -737,6 +741,8 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
       PyErr_Clear();
       break;
     }
+    // The hook split the function: its driver runs this call.
+    if (self->delegate) return PyObject_Vectorcall(self->delegate, args, nargsf, kwnames);
   }
   return fall_back(self, reason.c_str(), args, nargsf, kwnames);
 }
@@ -758,6 +764,8 @@ int region_traverse(RegionFunction* self, visitproc visit, void* arg) {
   Py_VISIT(self->miss);
   Py_VISIT(self->resolver);
   Py_VISIT(self->owner_class);
+  Py_VISIT(self->delegate);
+  Py_VISIT(self->parts);
   return 0;
 }
 
@@ -776,6 +784,8 @@ int region_clear(RegionFunction* self) {
   Py_CLEAR(self->miss);
   Py_CLEAR(self->resolver);
   Py_CLEAR(self->owner_class);
+  Py_CLEAR(self->delegate);
+  Py_CLEAR(self->parts);
   return 0;
 }
 
@@ -887,6 +897,8 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   self->plan = nullptr;
   self->resolver = nullptr;
   self->owner_class = nullptr;
+  self->delegate = nullptr;
+  self->parts = nullptr;
   if (!self->dict) { Py_DECREF(self); return nullptr; }
   return (PyObject*)self;
 }
@@ -898,9 +910,29 @@ PyObject* region_repr(RegionFunction* self) {
 }
 
 // True once some variant can run: a function compiled at its calls is not a region before its first build lands.
+// A split function is a region when one of its parts is.
 PyObject* region_get_region_flag(RegionFunction* self, void*) {
   if (self->has_entry || (self->variants && PyList_GET_SIZE(self->variants) > 0)) Py_RETURN_TRUE;
+  if (self->delegate && self->parts) {
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(self->parts); ++k) {
+      PyObject* flag = region_get_region_flag(reinterpret_cast<RegionFunction*>(PyTuple_GET_ITEM(self->parts, k)), nullptr);
+      if (flag != Py_False) return flag;
+      Py_DECREF(flag);
+    }
+  }
   Py_RETURN_FALSE;
+}
+
+PyObject* region_get_parts(RegionFunction* self, void*) {
+  if (!self->delegate || !self->parts) return PyTuple_New(0);
+  Py_INCREF(self->parts);
+  return self->parts;
+}
+
+PyObject* region_get_delegate(RegionFunction* self, void*) {
+  if (!self->delegate) Py_RETURN_NONE;
+  Py_INCREF(self->delegate);
+  return self->delegate;
 }
 
 // Every variant that may take a call, in the order they are tried.
@@ -967,6 +999,10 @@ PyGetSetDef region_getset[] = {
      "True: this callable runs an ATen region (once a variant is built)", nullptr},
     {"__ppy_variants__", (getter)region_get_variants, nullptr, "the variants that may take a call, in order",
      nullptr},
+    {"__ppy_parts__", (getter)region_get_parts, nullptr,
+     "a split function: the regions its driver calls (empty otherwise)", nullptr},
+    {"__ppy_driver__", (getter)region_get_delegate, nullptr,
+     "a split function: the Python function that runs each call (None otherwise)", nullptr},
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
     {"__ppy_owner__", (getter)region_get_owner, nullptr, "the class this region is a method of, or None",
      nullptr},
@@ -1067,7 +1103,31 @@ PyObject* add_variant(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// A function split around what a region cannot take: `driver` (Python) runs every call and calls `parts`
+// (RegionFunctions) for the statements compiled. No variant of the region itself runs any more.
+PyObject* set_delegate(PyObject*, PyObject* args) {
+  PyObject *obj, *driver, *parts;
+  if (!PyArg_ParseTuple(args, "O!OO!", &RegionFunctionType, &obj, &driver, &PyTuple_Type, &parts)) return nullptr;
+  if (driver != Py_None && !PyCallable_Check(driver)) {
+    PyErr_SetString(PyExc_TypeError, "set_delegate(region, callable | None, tuple of regions)");
+    return nullptr;
+  }
+  for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(parts); ++k) {
+    if (!PyObject_TypeCheck(PyTuple_GET_ITEM(parts, k), &RegionFunctionType) || PyTuple_GET_ITEM(parts, k) == obj) {
+      PyErr_SetString(PyExc_TypeError, "a split function's parts are other RegionFunctions");
+      return nullptr;
+    }
+  }
+  auto* self = reinterpret_cast<RegionFunction*>(obj);
+  Py_XSETREF(self->delegate, driver == Py_None ? nullptr : (Py_INCREF(driver), driver));
+  Py_INCREF(parts);
+  Py_XSETREF(self->parts, parts);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef module_methods[] = {
+    {"set_delegate", set_delegate, METH_VARARGS,
+     "set_delegate(region, driver | None, parts): a split function; the driver runs every call"},
     {"set_miss", set_miss, METH_VARARGS,
      "set_miss(region, callable | None): callable(region, bound args, reason) when no variant takes a call; "
      "a true result tries the variants once more"},

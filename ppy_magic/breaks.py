@@ -1,0 +1,214 @@
+"""Compiling around what a region cannot take: a function split at its breaks.
+
+When a call's values still leave a function outside the language, and the reason is one
+statement (a ``.tolist()`` into a dict, a ``print``, a ``try``, a call into another
+library), that statement becomes a *break*: it runs as Python, and the runs of statements
+around it become regions of their own (``language/splitting.py`` cuts the function into a
+driver and its segments). The function object the user holds stays the same: the runtime
+hands each call to the driver (``set_delegate``), and ``__ppy_region__`` is True once one
+of its segments is a region.
+
+Each segment is a function compiled at its calls like any other (``variants.Variants``):
+the values that reach it from the Python around it give it its kinds. A segment that
+cannot be compiled for the statement that stopped it adds that statement to the breaks,
+and the function is split again; segments that did not change keep their regions. The
+driver runs the user's statements with their lines, so a traceback names them.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import threading
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import backend, region, variants
+from .errors import CompileError
+from .language import splitting
+
+
+@dataclass
+class Part:
+    """One segment of a split function and the region that runs it."""
+
+    segment: splitting.Segment
+    region: Any
+    hook: variants.Variants
+
+    @property
+    def lines(self) -> str:
+        s = self.segment
+        return f"line {s.first_line}" if s.first_line == s.last_line else f"lines {s.first_line}-{s.last_line}"
+
+    def status(self) -> str:
+        reg = self.region
+        if getattr(reg, "__ppy_region__", False):
+            return f"region ({reg.calls} calls, {reg.fallbacks} in Python)"
+        why = reg.__dict__.get("__ppy_call_reason__")
+        if why:
+            return f"Python: {why}"
+        if any(r.status == "building" for r in self.hook.records):
+            return "building (runs as Python until it lands)"
+        return "compiled at its first call"
+
+
+class Splitter:
+    """Splits one function at its breaks, at the call whose values could not compile it whole.
+
+    It is the function's ``Variants.around``: called with the compile error of a call no variant takes.
+    """
+
+    def __init__(self, source: variants.Source, fn: Callable, cache: backend.Cache, runtime: Any):
+        self.source = source
+        self.fn = fn
+        self.cache = cache
+        self.runtime = runtime
+        self.region: Any = None
+        self.breaks: dict[int, tuple[ast.stmt, str]] = {}  # id(statement) -> (statement, why it is Python)
+        self.parts: list[Part] = []
+        self.left: list[tuple[int, int, str]] = []  # runs of statements left Python, and why
+        self._made: dict[tuple, Part] = {}  # segments by what they are: kept across splits
+        self._lock = threading.RLock()
+
+    # -- Variants.around ----------------------------------------------------------------------------
+    def __call__(self, reg: Any, failure: CompileError) -> bool:
+        """Split the function at the statement `failure` names; True if the call can run the driver."""
+        if getattr(reg, "__ppy_variants__", ()) or self.source.level <= 0:
+            return False  # a function with regions for other values keeps them; this call runs Python
+        with self._lock:
+            self.region = reg
+            return self.add_break(failure)
+
+    def add_break(self, failure: CompileError) -> bool:
+        st = self._statement(failure)
+        if st is None or id(st) in self.breaks:
+            return False
+        new = [st] + [
+            s
+            for s in (splitting.statement_at(self.source.node, line) for line in getattr(failure, "also_lines", ()))
+            if s is not None and id(s) not in self.breaks and s is not st
+        ]
+        for s in new:
+            self.breaks[id(s)] = (s, failure.message)
+        try:
+            self._install()
+        except splitting.NotSplittable:
+            for s in new:
+                del self.breaks[id(s)]
+            return False
+        return True
+
+    def part_failed(self, part_region: Any, failure: CompileError) -> bool:
+        """A segment's own compile failed: its statement joins the breaks, and the function is split again.
+        The call runs the segment's Python body (False)."""
+        with self._lock:
+            if self._statement(failure) is not None and self.add_break(failure):
+                return False
+            for p in self.parts:
+                if p.region is part_region:
+                    self.left.append((p.segment.first_line, p.segment.last_line, failure.reason))
+        return False
+
+    def _statement(self, failure: CompileError) -> ast.stmt | None:
+        """The function's own statement `failure` is about: the one being compiled when it was raised (an
+        inlined call's error included), or the one at its line."""
+        st = getattr(failure, "statement", None)
+        if st is not None:
+            return st if any(st is s for s in splitting.statements(self.source.node)) else None
+        loc = failure.loc
+        if loc is None or loc.filename != self.source.filename:
+            return None
+        return splitting.statement_at(self.source.node, loc.line)
+
+    # -- the split -----------------------------------------------------------------------------------
+    def _install(self) -> None:
+        node, fn = self.source.node, self.fn
+        free = tuple(fn.__code__.co_freevars)
+        layout = splitting.split(node, set(self.breaks), free)
+        parts = []
+        for seg in layout.segments:
+            key = (seg.first_line, seg.last_line, seg.ins, seg.outs, seg.returns)
+            part = self._made.get(key)
+            if part is None:
+                part = self._made[key] = self._part(seg)
+            part.segment = seg
+            parts.append(part)
+        calls = {seg.name: p.region for seg, p in zip(layout.segments, parts, strict=True)}
+        driver = _function(layout.driver, fn, calls, fn.__defaults__)
+        driver.__kwdefaults__ = getattr(fn, "__kwdefaults__", None)
+        driver.__ppy_split__ = self
+        self.parts = parts
+        self.left = list(layout.python)
+        self.runtime.set_delegate(self.region, driver, tuple(p.region for p in parts))
+        self.region.__dict__["__ppy_split__"] = self
+
+    def _part(self, seg: splitting.Segment) -> Part:
+        src, fn = self.source, self.fn
+        python = _function(splitting.factory(seg.node, list(fn.__code__.co_freevars)), fn, {})
+        reg = region.make_pending(self.runtime, python, 0)
+        reg.__qualname__ = f"{getattr(fn, '__qualname__', fn.__name__)} (line {seg.first_line}"
+        reg.__qualname__ += ")" if seg.first_line == seg.last_line else f"-{seg.last_line})"
+        self_name = src.node.args.args[0].arg if src.owner is not None and src.node.args.args else None
+        owner = src.owner if seg.ins and seg.ins[0] == self_name else None
+        part_source = variants.Source(seg.node, src.g, src.filename, src.lines, src.level, owner)
+        hook = variants.Variants(part_source, python, self.cache, self.runtime)
+        hook.around = self.part_failed
+        self.runtime.set_miss(reg, hook)
+        return Part(seg, reg, hook)
+
+    # -- what explain says -----------------------------------------------------------------------------
+    def describe(self) -> list[str]:
+        lines = ["split around what a region cannot take: these lines run as Python (breaks),"]
+        lines.append("the runs between them are regions of their own")
+        for st, why in sorted(self.breaks.values(), key=lambda b: b[0].lineno):
+            lines.append(f"  break at line {st.lineno}: {why}")
+        for first, last, why in self.left:
+            where = f"line {first}" if first == last else f"lines {first}-{last}"
+            lines.append(f"  Python at {where}: {why}")
+        for p in self.parts:
+            lines.append(
+                f"  segment at {p.lines} ({', '.join(p.segment.ins) or 'no inputs'} -> "
+                f"{'its result' if p.segment.returns else ', '.join(p.segment.outs) or 'nothing'}): "
+                f"{p.status()}"
+            )
+        return lines
+
+    def python_lines(self) -> dict[int, str]:
+        """Line -> why, for every line the driver runs as Python (a break, or a run left Python)."""
+        out: dict[int, str] = {}
+        for st, why in self.breaks.values():
+            last = st.end_lineno or st.lineno
+            if isinstance(st, splitting.COMPOUND):
+                last = st.lineno  # its header: its blocks are split in their turn
+            for line in range(st.lineno, last + 1):
+                out.setdefault(line, why)
+        for first, last, why in self.left:
+            for line in range(first, last + 1):
+                out.setdefault(line, why)
+        return out
+
+
+def _function(module: ast.Module, fn: Callable, cells: dict[str, Any], defaults: Any = None) -> types.FunctionType:
+    """The function of `module` (``splitting.factory``) with `fn`'s globals and cells, `cells` for the
+    segments it calls, and `defaults`."""
+    code = compile(module, fn.__code__.co_filename, "exec")
+    outer = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+    inner = next(c for c in outer.co_consts if isinstance(c, types.CodeType) and c.co_name == fn.__code__.co_name)
+    if hasattr(inner, "co_qualname"):
+        inner = inner.replace(co_qualname=fn.__code__.co_qualname)
+    own = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
+    closure = tuple(own[n] if n in own else types.CellType(cells[n]) for n in inner.co_freevars)
+    out = types.FunctionType(inner, fn.__globals__, fn.__name__, defaults, closure)
+    functools.update_wrapper(out, fn, updated=())
+    del out.__wrapped__
+    return out
+
+
+def splitter(source: variants.Source, fn: Callable, cache: backend.Cache, runtime: Any) -> Splitter:
+    return Splitter(source, fn, cache, runtime)
+
+
+__all__ = ["Part", "Splitter", "splitter"]

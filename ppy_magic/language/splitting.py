@@ -1,0 +1,510 @@
+"""A function split around the statements a region cannot take ("breaks"): a Python driver and its segments.
+
+``split(fn, breaks)`` keeps the function's signature and lines and turns it into a
+*driver*: the statements in ``breaks`` (and the headers of the ``if``/``for``/``while``/
+``with``/``try`` that hold one) stay Python, and every maximal run of other statements
+becomes one call of a *segment*: a function of the names the run reads (its live-ins)
+that returns the names it assigns and the rest of the function reads (its live-outs),
+compiled as a region of its own. A run that ends the function on every path is
+returned from (``return seg(...)``).
+
+What Python does stays what it does: the driver's own statements are the user's, with
+their lines (a traceback names them); the segments make the same ATen calls in the same
+order; a tensor, a list or a module crosses as the same object. A run stays Python
+(``Split.python``) where a name it would have to pass may be unbound there, or where it
+holds a ``break``/``continue`` of a loop outside it or returns on some paths only.
+Nothing here knows what a region can take: the caller says which statements break,
+from the located errors of compiling (``breaks.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+COMPOUND = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+class NotSplittable(Exception):
+    """The function as a whole cannot be split (``global``, ``nonlocal``)."""
+
+
+@dataclass
+class Segment:
+    """One run of statements compiled as a region: ``def name(ins): <run>; return <outs>``."""
+
+    name: str  # the name the driver calls it by (a free variable of the driver)
+    node: ast.FunctionDef
+    ins: tuple[str, ...]
+    outs: tuple[str, ...]
+    returns: bool  # the run ends the function on every path: the driver returns what it returns
+    first_line: int
+    last_line: int
+
+
+@dataclass
+class Split:
+    driver: ast.Module  # `factory` of the driver: free variables the segments' names, then the function's own
+    segments: list[Segment]
+    python: list[tuple[int, int, str]] = field(default_factory=list)  # (first, last, why) of runs left Python
+
+
+def statement_at(fn: ast.FunctionDef, line: int) -> ast.stmt | None:
+    """The innermost statement of `fn`'s body holding `line`: a simple statement, or a compound one
+    whose header (not its body) holds it."""
+    found = None
+    for body in _blocks(fn):
+        for st in body:
+            if st.lineno <= line <= (st.end_lineno or st.lineno):
+                if isinstance(st, COMPOUND + (ast.Match,)) and _in_a_block(st, line):
+                    continue  # a statement of its body holds it
+                found = st
+    return found
+
+
+def statements(fn: ast.FunctionDef) -> Iterable[ast.stmt]:
+    """Every statement of `fn`'s body, nested ones included (not those of nested defs)."""
+    for body in _blocks(fn):
+        yield from body
+
+
+def _in_a_block(st: ast.stmt, line: int) -> bool:
+    for block in _child_blocks(st):
+        if block and block[0].lineno <= line <= (block[-1].end_lineno or block[-1].lineno):
+            return True
+    return isinstance(st, ast.Try) and any(h.lineno <= line for h in st.handlers)
+
+
+def _blocks(fn: ast.AST) -> Iterable[list[ast.stmt]]:
+    """Every statement list of `fn`'s body, nested ones included (not those of nested defs)."""
+    stack = [fn.body]
+    while stack:
+        body = stack.pop()
+        yield body
+        for st in body:
+            if not isinstance(st, _SCOPES):
+                stack.extend(_child_blocks(st))
+
+
+def _child_blocks(st: ast.stmt) -> list[list[ast.stmt]]:
+    out = []
+    for name in ("body", "orelse", "finalbody"):
+        block = getattr(st, name, None)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+            out.append(block)
+    for h in getattr(st, "handlers", ()):
+        out.append(h.body)
+    for case in getattr(st, "cases", ()):
+        out.append(case.body)
+    return out
+
+
+# -- names ----------------------------------------------------------------------------------
+
+
+def _walk_scope(node: ast.AST) -> Iterable[ast.AST]:
+    """The nodes of `node` in its own scope: nested functions, lambdas, classes and comprehensions are
+    not entered (their default values and first iterables are)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        for child in ast.iter_child_nodes(n):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield child
+                stack.extend(child.decorator_list + child.args.defaults + [d for d in child.args.kw_defaults if d])
+            elif isinstance(child, ast.Lambda):
+                yield child
+                stack.extend(child.args.defaults + [d for d in child.args.kw_defaults if d])
+            elif isinstance(child, ast.ClassDef):
+                yield child
+                stack.extend(child.decorator_list + child.bases + [k.value for k in child.keywords])
+            elif isinstance(child, _COMPREHENSIONS):
+                yield child
+                stack.append(child.generators[0].iter)
+                # A walrus in a comprehension binds in the enclosing function.
+                stack.extend(w for w in ast.walk(child) if isinstance(w, ast.NamedExpr))
+            else:
+                stack.append(child)
+
+
+def stored(nodes: Iterable[ast.AST]) -> set[str]:
+    """Names the statements bind in the function's scope."""
+    out: set[str] = set()
+    for node in nodes:
+        for n in _walk_scope(node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                out.add(n.id)
+            elif isinstance(n, ast.NamedExpr):
+                out.add(n.target.id)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not node:
+                out.add(n.name)
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                out.update((a.asname or a.name).split(".")[0] for a in n.names)
+            elif isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name:
+                out.add(n.name)
+            elif isinstance(n, ast.MatchMapping) and n.rest:
+                out.add(n.rest)
+    return out
+
+
+def read(nodes: Iterable[ast.AST]) -> Counter:
+    """How often each name is read, nested scopes included (a lambda reads what it closes over)."""
+    out: Counter = Counter()
+    for node in nodes:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                out[n.id] += 1
+            elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                out[n.target.id] += 1
+    return out
+
+
+def _params(fn: ast.FunctionDef) -> list[str]:
+    a = fn.args
+    names = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
+    names += [p.arg for p in (a.vararg, a.kwarg) if p is not None]
+    return names
+
+
+class _Exited:
+    """The set of names definitely bound after a statement that never completes: every name."""
+
+    def __and__(self, other):
+        return other
+
+    __rand__ = __and__
+
+
+EXITED = _Exited()
+
+
+def definitely(stmts: list[ast.stmt], bound: set[str] | _Exited) -> set[str] | _Exited:
+    """The names bound on every path through `stmts`, given those bound before."""
+    for st in stmts:
+        if isinstance(bound, _Exited):
+            return bound
+        bound = _definitely(st, bound)
+    return bound
+
+
+def _walrus(node: ast.AST | None) -> set[str]:
+    if node is None:
+        return set()
+    return {n.target.id for n in ast.walk(node) if isinstance(n, ast.NamedExpr)}
+
+
+def _definitely(st: ast.stmt, bound: set[str]) -> set[str] | _Exited:
+    if isinstance(st, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
+        return EXITED
+    if isinstance(st, ast.If):
+        b = bound | _walrus(st.test)
+        return definitely(st.body, set(b)) & definitely(st.orelse, set(b))
+    if isinstance(st, (ast.For, ast.AsyncFor)):
+        return bound | _walrus(st.iter)
+    if isinstance(st, ast.While):
+        return bound | _walrus(st.test)
+    if isinstance(st, (ast.With, ast.AsyncWith)):
+        names = stored([i.optional_vars for i in st.items if i.optional_vars is not None])
+        items = set().union(*(_walrus(i.context_expr) for i in st.items))
+        return definitely(st.body, bound | names | items)
+    if isinstance(st, ast.Try):
+        # Past the `try`, either its body and `else` ran to the end or a handler did (whose name is unbound).
+        after = definitely(st.body + st.orelse, set(bound))
+        for h in st.handlers:
+            handled = definitely(h.body, bound | ({h.name} if h.name else set()))
+            after = after & (handled - {h.name} if isinstance(handled, set) else handled)
+        return definitely(st.finalbody, after)
+    if isinstance(st, ast.Match):
+        return bound | _walrus(st.subject)
+    if isinstance(st, ast.Delete):
+        return bound - stored([st])
+    if isinstance(st, ast.AugAssign):
+        return set(bound)
+    if isinstance(st, ast.AnnAssign) and st.value is None:
+        return set(bound)
+    return bound | stored([st])
+
+
+def exposed(stmts: list[ast.stmt], bound: set[str]) -> set[str]:
+    """Names `stmts` may read before binding them themselves (`bound`: bound by the statements before)."""
+    out: set[str] = set()
+    for st in stmts:
+        out |= _exposed(st, bound)
+        after = _definitely(st, bound)
+        if isinstance(after, _Exited):
+            break
+        bound = after
+    return out
+
+
+def _exposed(st: ast.stmt, bound: set[str]) -> set[str]:
+    def reads(*nodes: ast.AST | None) -> set[str]:
+        return set(read(n for n in nodes if n is not None)) - bound
+
+    if isinstance(st, ast.If):
+        return reads(st.test) | exposed(st.body, bound | _walrus(st.test)) | exposed(st.orelse, bound)
+    if isinstance(st, (ast.For, ast.AsyncFor)):
+        inner = bound | stored([st.target])
+        return reads(st.iter) | exposed(st.body, inner) | exposed(st.orelse, bound)
+    if isinstance(st, ast.While):
+        return reads(st.test) | exposed(st.body, bound) | exposed(st.orelse, bound)
+    if isinstance(st, (ast.With, ast.AsyncWith)):
+        names = stored([i.optional_vars for i in st.items if i.optional_vars is not None])
+        return reads(*[i.context_expr for i in st.items]) | exposed(st.body, bound | names)
+    if isinstance(st, ast.Try):
+        out = exposed(st.body, bound) | exposed(st.orelse, bound) | exposed(st.finalbody, bound)
+        for h in st.handlers:
+            out |= reads(h.type) | exposed(h.body, bound | ({h.name} if h.name else set()))
+        return out
+    return set(read([st])) - bound
+
+
+# -- control ------------------------------------------------------------------------------------
+
+
+def _nodes_in_scope(st: ast.stmt) -> Iterable[ast.AST]:
+    """The statements and expressions of `st`, not those of nested functions or classes."""
+    stack = [st]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(c for c in ast.iter_child_nodes(n) if not isinstance(c, _SCOPES))
+
+
+def escapes(st: ast.stmt) -> bool:
+    """A `break` or `continue` of `st` leaves it (to a loop around it)."""
+
+    def walk(n: ast.AST, in_loop: bool) -> bool:
+        if isinstance(n, (ast.Break, ast.Continue)):
+            return not in_loop
+        if isinstance(n, _SCOPES):
+            return False
+        if isinstance(n, (ast.For, ast.While, ast.AsyncFor)):
+            # The loop's own body may break it; its `else` belongs to the statements around.
+            return any(walk(c, True) for c in n.body) or any(walk(c, in_loop) for c in n.orelse)
+        return any(walk(c, in_loop) for c in ast.iter_child_nodes(n))
+
+    return walk(st, False)
+
+
+def has_return(st: ast.stmt) -> bool:
+    return any(isinstance(n, ast.Return) for n in _nodes_in_scope(st))
+
+
+def always_exits(stmts: list[ast.stmt]) -> bool:
+    """Every path through `stmts` ends in `return` or `raise`."""
+    for st in stmts:
+        if isinstance(st, (ast.Return, ast.Raise)):
+            return True
+        if isinstance(st, ast.If) and always_exits(st.body) and always_exits(st.orelse):
+            return True
+        if isinstance(st, (ast.With, ast.AsyncWith)) and always_exits(st.body):
+            return True
+        if isinstance(st, ast.Try) and (
+            always_exits(st.finalbody)
+            or (always_exits(st.body + st.orelse) and all(always_exits(h.body) for h in st.handlers))
+        ):
+            return True
+    return False
+
+
+# -- the split ---------------------------------------------------------------------------------
+
+
+def split(fn: ast.FunctionDef, breaks: set[int], free: tuple[str, ...] = (), prefix: str = "__ppy_part") -> Split:
+    """Split `fn` around the statements whose ``id`` is in `breaks` (see the module's docstring)."""
+    for n in _nodes_in_scope(fn):
+        if isinstance(n, (ast.Global, ast.Nonlocal)):
+            raise NotSplittable(f"`{'global' if isinstance(n, ast.Global) else 'nonlocal'}` keeps it whole")
+    return _Splitter(fn, breaks, prefix).run(free)
+
+
+class _Splitter:
+    def __init__(self, fn: ast.FunctionDef, breaks: set[int], prefix: str):
+        self.fn = fn
+        self.breaks = breaks
+        self.prefix = prefix
+        self.locals = set(_params(fn)) | stored(fn.body)
+        self.reads = read(fn.body)
+        self.segments: list[Segment] = []
+        self.python: list[tuple[int, int, str]] = []
+        self._holds: dict[int, bool] = {}
+
+    def run(self, free: tuple[str, ...]) -> Split:
+        body, _ = self.block(self.fn.body, set(_params(self.fn)), in_loop=False)
+        driver = copy.copy(self.fn)
+        driver.body = body
+        driver.decorator_list = []
+        return Split(factory(driver, [s.name for s in self.segments] + list(free)), self.segments, self.python)
+
+    def holds_break(self, st: ast.stmt) -> bool:
+        key = id(st)
+        if key not in self._holds:
+            self._holds[key] = any(id(n) in self.breaks for n in _nodes_in_scope(st))
+        return self._holds[key]
+
+    def block(self, stmts: list[ast.stmt], bound: set[str], in_loop: bool) -> tuple[list[ast.stmt], set | _Exited]:
+        out: list[ast.stmt] = []
+        run: list[ast.stmt] = []
+        run_bound = bound
+        for st in stmts:
+            takes = not self.holds_break(st) and not (in_loop and escapes(st))
+            if takes and has_return(st) and not always_exits([st]):
+                takes = False  # returns on some paths only: its header stays Python
+            if takes:
+                if not run:
+                    run_bound = bound
+                run.append(st)
+                if always_exits([st]):
+                    out += self.segment(run, run_bound, in_loop)
+                    return out, EXITED
+            else:
+                if run:
+                    out += self.segment(run, run_bound, in_loop)
+                    run = []
+                out.append(self.python_statement(st, bound, in_loop))
+            after = _definitely(st, bound)
+            if isinstance(after, _Exited):
+                return out, after
+            bound = after
+        if run:
+            out += self.segment(run, run_bound, in_loop)
+        return out, bound
+
+    def python_statement(self, st: ast.stmt, bound: set[str], in_loop: bool) -> ast.stmt:
+        """`st` as the driver runs it: itself, or its header with its blocks split."""
+        if not isinstance(st, COMPOUND) or not self.holds_break(st) and not escapes(st) and not has_return(st):
+            return st
+        new = copy.copy(st)
+        if isinstance(st, ast.If):
+            inner = bound | _walrus(st.test)
+            new.body = self.block(st.body, inner, in_loop)[0]
+            new.orelse = self.block(st.orelse, inner, in_loop)[0] if st.orelse else []
+        elif isinstance(st, (ast.For, ast.AsyncFor)):
+            new.body = self.block(st.body, bound | stored([st.target]), True)[0]
+            new.orelse = self.block(st.orelse, bound, in_loop)[0] if st.orelse else []
+        elif isinstance(st, ast.While):
+            new.body = self.block(st.body, bound | _walrus(st.test), True)[0]
+            new.orelse = self.block(st.orelse, bound, in_loop)[0] if st.orelse else []
+        elif isinstance(st, (ast.With, ast.AsyncWith)):
+            names = stored([i.optional_vars for i in st.items if i.optional_vars is not None])
+            new.body = self.block(st.body, bound | names, in_loop)[0]
+        elif isinstance(st, ast.Try):
+            new.body = self.block(st.body, bound, in_loop)[0]
+            new.orelse = self.block(st.orelse, bound, in_loop)[0] if st.orelse else []
+            new.finalbody = self.block(st.finalbody, bound, in_loop)[0] if st.finalbody else []
+            handlers = []
+            for h in st.handlers:
+                nh = copy.copy(h)
+                nh.body = self.block(h.body, bound | ({h.name} if h.name else set()), in_loop)[0]
+                handlers.append(nh)
+            new.handlers = handlers
+        return new
+
+    def segment(self, run: list[ast.stmt], bound: set[str], in_loop: bool) -> list[ast.stmt]:
+        """The driver's call of a new segment for `run`, or `run` itself where it must stay Python."""
+        first, last = run[0].lineno, run[-1].end_lineno or run[-1].lineno
+        returns = always_exits(run)
+        inside = read(run)
+        assigned = stored(run) & self.locals
+        outs: list[str] = []
+        if not returns:
+            for name in sorted(assigned):
+                if self.reads[name] > inside[name] or (in_loop and inside[name]):
+                    outs.append(name)
+        own = definitely(run, set())
+        needed = (exposed(run, set()) & self.locals) | {o for o in outs if isinstance(own, set) and o not in own}
+        unbound = sorted(n for n in needed if n not in bound)
+        if unbound:
+            self.python.append((first, last, f"'{unbound[0]}' may be unbound where these lines start"))
+            return run
+        if not any(_does_something(st) for st in run):
+            return run  # nothing worth a call: `pass`, a bare name, a docstring
+        params = sorted(needed, key=lambda n: (n != _self_name(self.fn), n))
+        name = f"{self.prefix}{len(self.segments)}"
+        body = list(run)
+        if not returns:
+            body.append(ast.Return(value=_names_value(outs)))
+        node = _function_def(
+            name=self.fn.name,
+            args=ast.arguments(
+                posonlyargs=[], args=[ast.arg(arg=p) for p in params], kwonlyargs=[], kw_defaults=[], defaults=[]
+            ),
+            body=body,
+            decorator_list=[],
+            returns=None,
+        )
+        _locate(node, self.fn)
+        self.segments.append(Segment(name, node, tuple(params), tuple(outs), returns, first, last))
+        call = ast.Call(
+            func=ast.Name(id=name, ctx=ast.Load()), args=[ast.Name(id=p, ctx=ast.Load()) for p in params], keywords=[]
+        )
+        if returns:
+            stmt: ast.stmt = ast.Return(value=call)
+        elif not outs:
+            stmt = ast.Expr(value=call)
+        elif len(outs) == 1:
+            stmt = ast.Assign(targets=[ast.Name(id=outs[0], ctx=ast.Store())], value=call)
+        else:
+            target = ast.Tuple(elts=[ast.Name(id=o, ctx=ast.Store()) for o in outs], ctx=ast.Store())
+            stmt = ast.Assign(targets=[target], value=call)
+        for n in ast.walk(stmt):
+            if hasattr(n, "lineno") or isinstance(n, (ast.expr, ast.stmt)):
+                n.lineno, n.col_offset = first, run[0].col_offset
+                n.end_lineno, n.end_col_offset = last, run[-1].end_col_offset or 0
+        return [stmt]
+
+
+_WORK = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Compare, ast.BoolOp, ast.AugAssign, ast.IfExp)
+
+
+def factory(fn: ast.FunctionDef, names: list[str]) -> ast.Module:
+    """`def __ppy_outer__(<names>): <fn>; return <fn>`: compiled, its code's only function is `fn`'s,
+    with `names` as its free variables (the segments it calls, the cells it closes over)."""
+    outer = _function_def(
+        name="__ppy_outer__",
+        args=ast.arguments(
+            posonlyargs=[], args=[ast.arg(arg=n) for n in names], kwonlyargs=[], kw_defaults=[], defaults=[]
+        ),
+        body=[fn, ast.Return(value=ast.Name(id=fn.name, ctx=ast.Load()))],
+        decorator_list=[],
+        returns=None,
+    )
+    _locate(outer, fn)
+    return ast.Module(body=[outer], type_ignores=[])
+
+
+def _does_something(st: ast.stmt) -> bool:
+    """Whether `st` does work worth a region's call (not just `pass`, a docstring or `y = h`)."""
+    return any(isinstance(n, _WORK) for n in ast.walk(st))
+
+
+def _self_name(fn: ast.FunctionDef) -> str | None:
+    return fn.args.args[0].arg if fn.args.args else None
+
+
+def _names_value(names: list[str]) -> ast.expr:
+    if not names:
+        return ast.Constant(value=None)
+    if len(names) == 1:
+        return ast.Name(id=names[0], ctx=ast.Load())
+    return ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load())
+
+
+def _locate(node: ast.stmt, fn: ast.FunctionDef) -> None:
+    """Nodes made here take the def's line (an error there is no statement's); the user's keep theirs."""
+    node.lineno, node.col_offset = fn.lineno, fn.col_offset
+    node.end_lineno, node.end_col_offset = fn.lineno, fn.col_offset
+    ast.fix_missing_locations(node)
+
+
+def _function_def(**fields) -> ast.FunctionDef:
+    if "type_params" in ast.FunctionDef._fields:  # Python 3.12+
+        fields["type_params"] = []
+    return ast.FunctionDef(**fields)
