@@ -104,19 +104,82 @@ def all_records() -> list[VariantRecord]:
 _RECORDS: list[VariantRecord] = []  # every variant asked for in this process, for %ppy_cache info
 
 
-def _submit(work: Callable[[], None]) -> None:
+@dataclass
+class _Build:
+    """One variant waiting for its build: who asked, its IR and C++, and where it goes."""
+
+    hook: Variants
+    reg: Any
+    record: VariantRecord
+    function: Any  # ir.Function
+    code: Any  # its own backend.CellCode
+    guards: tuple
+    done: Callable[[VariantRecord], None] | None
+    future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+
+
+_queue: list[_Build] = []
+
+
+def _submit(build: _Build) -> None:
+    """Queue `build`; the worker builds what queued while it was busy as one module (a split function's
+    segments, a notebook's first calls), and what the cache already holds on its own."""
     global _pool
     with _lock:
         if _pool is None:
             _pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ppy-variant")
-        future = _pool.submit(work)
-        _pending.add(future)
-    future.add_done_callback(lambda f: _discard(f))
+        _queue.append(build)
+        _pending.add(build.future)
+        _pool.submit(_drain)
+    build.future.add_done_callback(_discard)
 
 
 def _discard(future: concurrent.futures.Future) -> None:
     with _lock:
         _pending.discard(future)
+
+
+def _drain() -> None:
+    with _lock:
+        batch = list(_queue)
+        _queue.clear()
+    if not batch:
+        return
+    try:
+        by_cache: dict[int, list[_Build]] = {}
+        for b in batch:
+            by_cache.setdefault(id(b.hook.cache), []).append(b)
+        for builds in by_cache.values():
+            cache = builds[0].hook.cache
+            alone = [b for b in builds if _cached(cache, b.code.text)]
+            together = [b for b in builds if b not in alone]
+            for b in alone:
+                b.hook._build(b, None)
+            if len(together) == 1:
+                together[0].hook._build(together[0], None)
+            elif together:
+                _build_together(cache, together)
+    finally:
+        for b in batch:
+            if not b.future.done():
+                b.future.set_result(None)
+
+
+def _cached(cache: backend.Cache, text: str) -> bool:
+    name = backend.module_name("ppy_cell", text)
+    return cache.loaded(name) is not None or cache.has(name)
+
+
+def _build_together(cache: backend.Cache, builds: list[_Build]) -> None:
+    code = backend.generate([b.function for b in builds])
+    try:
+        cell = cache.load(backend.module_name("ppy_cell", code.text), code.text)
+    except (BuildError, OSError):
+        for b in builds:  # each on its own: one variant's failure does not fail the others
+            b.hook._build(b, None)
+        return
+    for b, spec in zip(builds, code.regions, strict=True):
+        b.hook._build(b, (cell, spec))
 
 
 # Reasons a new variant cannot change: the call is not one a region takes, whatever its kinds.
@@ -229,18 +292,21 @@ class Variants:
         reg.__dict__["__ppy_variant_records__"] = self.records
         guards = _global_guards(self.source.g, function.frozen_globals, getattr(self.fn, "__globals__", None))
         if settings.blocking:
-            self._build(reg, record, code, guards, None)
+            self._build(_Build(self, reg, record, function, code, guards, None), None)
             return record.status == "ready"
         done = settings.notify(record) if settings.notify is not None else None
-        _submit(lambda: self._build(reg, record, code, guards, done))
+        _submit(_Build(self, reg, record, function, code, guards, done))
         return False
 
-    def _build(self, reg: Any, record: VariantRecord, code: Any, guards: tuple, done: Any) -> None:
+    def _build(self, build: _Build, built: tuple[Any, Any] | None) -> None:
+        """Build `build`'s variant on its own (`built` None) or bind it from a module built with others
+        (`built`: the module and its spec there), and add it to the function's variants."""
+        reg, record, code, guards, done = build.reg, build.record, build.code, build.guards, build.done
         t0 = time.perf_counter()
         name = backend.module_name("ppy_cell", code.text)
         try:
-            cell = self.cache.load(name, code.text)
-            variant = region.make_region(self.runtime, cell.module, code.regions[0], self.fn, self.source.level, guards)
+            cell, spec = built if built is not None else (self.cache.load(name, code.text), code.regions[0])
+            variant = region.make_region(self.runtime, cell.module, spec, self.fn, self.source.level, guards)
             variant.__dict__["__ppy_variant__"] = record
             self.runtime.add_variant(reg, variant)
             record.module_name = cell.name
@@ -258,6 +324,8 @@ class Variants:
             if done is not None:
                 with contextlib.suppress(Exception):
                     done(record)
+            if not build.future.done():
+                build.future.set_result(None)
 
     # -- what a call says ----------------------------------------------------------------------------
     def call_values(self, bound: tuple, constant_scalars: bool) -> call_values.CallValues:
