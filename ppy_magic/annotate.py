@@ -35,7 +35,7 @@ class Line:
     text: str
     kind: str  # COMPILED, PYTHON or PLAIN (decorators, the def line, blank lines, comments, a docstring)
     cpp: tuple[str, ...] = ()  # COMPILED: the C++ statements this line became (on a statement's first line)
-    reason: str | None = None  # PYTHON: why the function stays Python, on the line that says so
+    reason: str | None = None  # PYTHON: why the function (or this break) stays Python, on the line that says so
     specialised: bool = False  # its code depends on a value a variant compiled in (a flag, a callable, ...)
 
 
@@ -48,8 +48,14 @@ class FunctionAnnotation:
     calls: int = 0
     fallbacks: int = 0
     fallback_reasons: dict[str, int] = field(default_factory=dict)
+    split: bool = False  # split around breaks: its Python lines run between regions
 
     def heading(self) -> str:
+        if self.split:
+            return (
+                f"{self.name}: ATen regions around Python lines (breaks) · {self.calls:,} segment calls as regions, "
+                f"{self.fallbacks:,} in Python"
+            )
         if not self.is_region:
             return f"{self.name}: stays Python"
         fell = f"{self.fallbacks:,} fallback{'s' if self.fallbacks != 1 else ''} to Python"
@@ -79,6 +85,9 @@ def annotate(*functions: Callable) -> Annotation:
 
 def _function(f: Callable) -> FunctionAnnotation:
     name = getattr(f, "__qualname__", None) or repr(f)
+    split = getattr(f, "__dict__", {}).get("__ppy_split__")
+    if split is not None and getattr(f, "__ppy_driver__", None) is not None:
+        return _split_function(f, name, split)
     info = getattr(f, "__ppy_info__", None) if getattr(f, "__ppy_region__", False) else None
     built = getattr(f, "__ppy_variants__", ())
     if info is None and built:  # compiled at its calls: its first variant's
@@ -142,6 +151,47 @@ def _lines(
     return tuple(lines)
 
 
+def _split_function(f: Callable, name: str, split: Any) -> FunctionAnnotation:
+    """A function split around its breaks: the breaks' lines (and what runs in the driver) Python, with the
+    reason on each break, and the lines of each segment built as a region compiled, with their C++."""
+    try:
+        source, first = inspect.getsourcelines(f.__wrapped__)
+    except (OSError, TypeError):
+        source, first = [], 0
+    python = split.python_lines()
+    marks: dict[int, list[str]] = {}
+    compiled: set[int] = set()
+    calls = fallbacks = 0
+    for part in split.parts:
+        calls, fallbacks = calls + part.region.calls, fallbacks + part.region.fallbacks
+        built = part.region.__ppy_variants__
+        info = getattr(built[0], "__ppy_info__", None) if built else None
+        if info is not None:
+            marks.update(cpp_by_line(info.spec.cpp))
+            compiled |= set(range(part.segment.first_line, part.segment.last_line + 1))
+    texts = [s.rstrip("\n") for s in source]
+    owner = _statement_owners(texts, first)
+    starts = split.break_starts()
+    lines = []
+    for n, text in enumerate(texts, first):
+        stmt = owner.get(n)
+        if n in python:
+            lines.append(Line(n, text, PYTHON, reason=starts.get(n)))
+        elif stmt is not None and stmt in compiled and n in compiled:
+            lines.append(Line(n, text, COMPILED, tuple(marks.get(stmt, [])) if n == stmt else ()))
+        else:
+            lines.append(Line(n, text, PYTHON if stmt is not None else PLAIN))
+    return FunctionAnnotation(
+        name,
+        bool(f.__ppy_region__),
+        None if f.__ppy_region__ else "split around its breaks; no segment is a region yet",
+        tuple(lines),
+        calls=calls,
+        fallbacks=fallbacks,
+        split=True,
+    )
+
+
 def _statement_owners(texts: list[str], first: int) -> dict[int, int]:
     """Each body line that belongs to a statement -> that statement's first line (a compound's header line)."""
     try:
@@ -187,6 +237,8 @@ def to_text(a: Annotation) -> str:
             note = "    <- specialised: depends on a value a variant compiled in" if ln.specialised else ""
             out.append(f"{ln.number:5d} {tag} | {ln.text}{note}")
             out += [f"        |     {c}" for c in ln.cpp]
+            if ln.reason and fn.split:
+                out.append(f"        |     ^ runs as Python: {ln.reason}")
         out.append("")
     return "\n".join(out).rstrip("\n")
 
@@ -254,7 +306,7 @@ def _line_html(ln: Line) -> str:
         )
     reason = ""
     if ln.reason:
-        reason = f"<div class='ppy-reason' style='{_ROW};{theme.MUTED}'>{' ' * 8}↑ stays Python: {_e(ln.reason)}</div>"
+        reason = f"<div class='ppy-reason' style='{_ROW};{theme.MUTED}'>{' ' * 8}↑ runs as Python: {_e(ln.reason)}</div>"
     return f"<div class='{kind}' style='{style}'>{number}{source}</div>{reason}"
 
 

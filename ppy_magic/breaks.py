@@ -176,6 +176,12 @@ class Splitter:
             )
         return lines
 
+    def break_starts(self) -> dict[int, str]:
+        """The first line of each break (and of each run left Python) -> why it runs as Python."""
+        out = {st.lineno: why for st, why in self.breaks.values()}
+        out.update({first: why for first, _last, why in self.left if first not in out})
+        return out
+
     def python_lines(self) -> dict[int, str]:
         """Line -> why, for every line the driver runs as Python (a break, or a run left Python)."""
         out: dict[int, str] = {}

@@ -25,7 +25,7 @@ class Binder(Protocol):
 _active: contextvars.ContextVar[Binder | None] = contextvars.ContextVar("ppy_binder", default=None)
 
 
-def opt(level: Any = None) -> Any:
+def opt(level: Any = None, *, strict: bool = False) -> Any:
     """Mark a function to be compiled into an ATen region by ``%%ppy`` or ``ppy FILE``.
 
     ``level`` is 0 (never compile) to 3; every level gives results bitwise
@@ -33,8 +33,12 @@ def opt(level: Any = None) -> Any:
     calls ``mm``/``addmm`` where eager's composites do; 3 also reuses dead
     temporaries in place while autograd is not recording. ``@ppy.opt`` and
     ``@ppy.opt()`` use the default level: 3, or ``%config
-    PpyMagics.default_level`` in a notebook.
+    PpyMagics.default_level`` in a notebook. ``strict=True`` asks for one region
+    of the whole function: where a statement would run as Python (a break), the
+    cell raises the reason instead (as ``%%ppy --strict`` does for every function).
     """
+    if type(strict) is not bool:
+        raise TypeError(f"ppy.opt(strict=...): strict must be True or False, got {strict!r}")
     if callable(level) and not isinstance(level, type):
         return opt()(level)  # bare @ppy.opt: `level` is the function
     if level is not None:

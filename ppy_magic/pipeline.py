@@ -20,7 +20,7 @@ from .binding import Binder, StaysPython, Target, effective_level
 from .errors import BuildError, CacheError, CompileError
 from .language import frontend
 from .language.function import ignored_extras
-from .language.namespace import Key, collect_globals, function_key
+from .language.namespace import Key, collect_globals, function_key, opt_strict
 
 
 @dataclass
@@ -152,7 +152,7 @@ def compile_source(
             functions.append(function)
             sources[key] = variants.Source(node, g, filename, lines, level, owner)
         except CompileError as err:
-            if strict:
+            if strict or opt_strict(node, g):  # one region of the whole function, or the reason why not
                 raise err.with_function(node.name) from None
             failures[key] = err
             if level > 0 and _may_compile_at_call(node, g, filename, lines, owner):

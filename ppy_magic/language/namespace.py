@@ -82,13 +82,25 @@ def opt_level(fn: ast.FunctionDef | ast.AsyncFunctionDef, g: Globals, default: i
     for dec in fn.decorator_list:
         if not is_opt_decorator(dec, g):
             continue
-        if not isinstance(dec, ast.Call) or (not dec.args and not dec.keywords):
-            return default  # bare @ppy.opt or @ppy.opt()
-        arg = dec.args[0] if dec.args else dec.keywords[0].value
+        level_kw = [k.value for k in dec.keywords if k.arg == "level"] if isinstance(dec, ast.Call) else []
+        if not isinstance(dec, ast.Call) or (not dec.args and not level_kw):
+            return default  # bare @ppy.opt, @ppy.opt() or @ppy.opt(strict=True)
+        arg = dec.args[0] if dec.args else level_kw[0]
         if isinstance(arg, ast.Constant) and type(arg.value) is int and 0 <= arg.value <= MAX_LEVEL:
             return arg.value
         return -1
     return None
+
+
+def opt_strict(fn: ast.FunctionDef | ast.AsyncFunctionDef, g: Globals) -> bool:
+    """Whether `fn`'s ``@ppy.opt(..., strict=True)`` asks for one region of the whole function (no breaks)."""
+    for dec in fn.decorator_list:
+        if isinstance(dec, ast.Call) and is_opt_decorator(dec, g):
+            return any(
+                k.arg == "strict" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in dec.keywords
+            )
+    return False
 
 
 def collect_globals(tree: ast.Module, namespace: dict[str, Any]) -> Globals:
