@@ -306,7 +306,8 @@ def _line_html(ln: Line) -> str:
         )
     reason = ""
     if ln.reason:
-        reason = f"<div class='ppy-reason' style='{_ROW};{theme.MUTED}'>{' ' * 8}↑ runs as Python: {_e(ln.reason)}</div>"
+        why = f"{' ' * 8}↑ runs as Python: {_e(ln.reason)}"
+        reason = f"<div class='ppy-reason' style='{_ROW};{theme.MUTED}'>{why}</div>"
     return f"<div class='{kind}' style='{style}'>{number}{source}</div>{reason}"
 
 

@@ -97,8 +97,7 @@ def opt_strict(fn: ast.FunctionDef | ast.AsyncFunctionDef, g: Globals) -> bool:
     for dec in fn.decorator_list:
         if isinstance(dec, ast.Call) and is_opt_decorator(dec, g):
             return any(
-                k.arg == "strict" and isinstance(k.value, ast.Constant) and k.value.value is True
-                for k in dec.keywords
+                k.arg == "strict" and isinstance(k.value, ast.Constant) and k.value.value is True for k in dec.keywords
             )
     return False
 
