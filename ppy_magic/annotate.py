@@ -306,7 +306,7 @@ def _line_html(ln: Line) -> str:
         )
     reason = ""
     if ln.reason:
-        why = f"{' ' * 8}↑ runs as Python: {_e(ln.reason)}"
+        why = f"{' ' * 8}↑ stays Python: {_e(ln.reason)}"
         reason = f"<div class='ppy-reason' style='{_ROW};{theme.MUTED}'>{why}</div>"
     return f"<div class='{kind}' style='{style}'>{number}{source}</div>{reason}"
 
