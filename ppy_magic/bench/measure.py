@@ -547,7 +547,10 @@ def _not_region_reason(func: Callable) -> str:
 
 
 def _region_counters(func: Any) -> tuple[int, int]:
-    return int(getattr(func, "calls", 0)), int(getattr(func, "fallbacks", 0))
+    """(region calls, Python calls) so far; a function split around breaks counts its segments' calls."""
+    from ..region import counters
+
+    return counters(func)
 
 
 # -- metadata -------------------------------------------------------------------------
