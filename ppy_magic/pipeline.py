@@ -59,7 +59,10 @@ class CellReport:
             if (name, reason) in self.hints:
                 lines.append(f"ppy:     {self.hints[(name, reason)]}")
             if name in self.at_call:
-                lines.append("ppy:     (for now: its first call compiles it again, with the values it brings)")
+                lines.append(
+                    "ppy:     (for now: its first call compiles it again, with the values it brings, and what "
+                    "still cannot be a region runs as Python between regions)"
+                )
         lines += [f"ppy: note: {n}" for n in self.notes]
         return "\n".join(lines)
 
