@@ -27,6 +27,7 @@ torch.compile of the seed layer and of the model.
 
     python -m benchmarks.call_overhead [-r ROUNDS] [--scale S] [--only NAME] [--clock cpu|wall] [--compile]
     python -m benchmarks.call_overhead --variants    # variants built at calls: guard cost, first-call latency
+    python -m benchmarks.call_overhead --breaks      # one Python statement in a region: its cost (break_cost.py)
 
 ``--variants`` measures instead: a region with 4 values compiled in (a callable and three Nones, each
 compared at every call) against one with the same ATen calls and none (goal: within the rounds' spread),
@@ -395,9 +396,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the variants built at calls: the guards of 4 specialised values, and the first call's latency",
     )
+    parser.add_argument(
+        "--breaks", action="store_true", help="only the cost of a break: one Python statement in a region"
+    )
     args = parser.parse_args(argv)
 
     torch.set_num_threads(1)
+    if args.breaks:
+        from benchmarks.break_cost import measure_breaks
+
+        return measure_breaks(args.repeat, args.scale, CLOCKS[args.clock])
     if args.variants:
         return measure_variants(args.repeat, args.scale, CLOCKS[args.clock])
     cases = [c for c in CASES if not args.only or args.only in c.name]
