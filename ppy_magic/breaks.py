@@ -18,6 +18,7 @@ driver runs the user's statements with their lines, so a traceback names them.
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import threading
 import types
@@ -86,13 +87,15 @@ class Splitter:
         st = self._statement(failure)
         if st is None or id(st) in self.breaks:
             return False
-        new = [st] + [
-            s
-            for s in (splitting.statement_at(self.source.node, line) for line in getattr(failure, "also_lines", ()))
-            if s is not None and id(s) not in self.breaks and s is not st
-        ]
+        also = (splitting.statement_at(self.source.node, line) for line in getattr(failure, "also_lines", ()))
+        return self.add_breaks([st, *(s for s in also if s is not None)], failure.message)
+
+    def add_breaks(self, statements: list[ast.stmt], why: str) -> bool:
+        new = list({id(s): s for s in statements if id(s) not in self.breaks}.values())
+        if not new:
+            return False
         for s in new:
-            self.breaks[id(s)] = (s, failure.message)
+            self.breaks[id(s)] = (s, why)
         try:
             self._install()
         except splitting.NotSplittable:
@@ -107,10 +110,36 @@ class Splitter:
         with self._lock:
             if self._statement(failure) is not None and self.add_break(failure):
                 return False
-            for p in self.parts:
-                if p.region is part_region:
-                    self.left.append((p.segment.first_line, p.segment.last_line, failure.reason))
+            part = next((p for p in self.parts if p.region is part_region), None)
+            if part is None:
+                return False
+            if getattr(failure, "statement", None) is part.segment.node.body[-1] and not part.segment.returns:
+                # It cannot return what it assigns: the statements binding the names it cannot return break.
+                names = self._unreturnable(part)
+                binding = [st for st in splitting.statements(part.segment.node) if splitting.binds(st, names)]
+                why = f"{failure.message} ({', '.join(repr(n) for n in names)}, which Python code after it reads)"
+                if names and self.add_breaks(binding, why):
+                    return False
+            self.left.append((part.segment.first_line, part.segment.last_line, failure.reason))
         return False
+
+    def _unreturnable(self, part: Part) -> list[str]:
+        """The segment's live-outs a region cannot return, for the values of its last call."""
+        seg, cv = part.segment, part.hook.last_call
+        if cv is None:
+            return []
+        out = []
+        for name in seg.outs:
+            node = copy.copy(seg.node)
+            ret = ast.Return(value=ast.Name(id=name, ctx=ast.Load()))
+            node.body = [*seg.node.body[:-1], ast.copy_location(ret, seg.node.body[-1])]
+            ast.fix_missing_locations(node)
+            try:
+                part.hook.compile(cv, node)
+            except CompileError as err:
+                if getattr(err, "statement", None) is node.body[-1]:
+                    out.append(name)
+        return out
 
     def _statement(self, failure: CompileError) -> ast.stmt | None:
         """The function's own statement `failure` is about: the one being compiled when it was raised (an

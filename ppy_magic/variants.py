@@ -229,6 +229,7 @@ class Variants:
         # Called with the error of a call's values that cannot compile the function: True when it split the
         # function around the statement the error names (``breaks.Splitter``), so the call runs its driver.
         self.around: Callable[[Any, CompileError], bool] | None = None
+        self.last_call: call_values.CallValues | None = None  # what the last call compiled for said
 
     # -- the hook --------------------------------------------------------------------------------
     def __call__(self, reg: Any, bound: tuple, reason: str) -> bool:
@@ -253,7 +254,7 @@ class Variants:
         function = None
         for constant_scalars in (False, True):
             try:
-                cv = self.call_values(bound, constant_scalars)
+                cv = self.last_call = self.call_values(bound, constant_scalars)
                 function = self.compile(cv)
                 break
             except CompileError as err:
@@ -378,10 +379,11 @@ class Variants:
         err.also_lines = tuple(sorted({n.lineno for n in uses} - {first.lineno}))  # every line reads it: all break
         return err
 
-    def compile(self, cv: call_values.CallValues) -> Any:
+    def compile(self, cv: call_values.CallValues, node: ast.FunctionDef | None = None) -> Any:
+        """The IR of the function (or of `node`, a function of the same parameters) for the call `cv`."""
         src = self.source
         g = call_globals(src.g, getattr(self.fn, "__globals__", {}))
-        return frontend.compile_function(src.node, g, src.filename, src.lines, src.level, src.owner, call=cv)
+        return frontend.compile_function(node or src.node, g, src.filename, src.lines, src.level, src.owner, call=cv)
 
     def _limit_message(self, cv: call_values.CallValues) -> str:
         now = _values_of(cv)

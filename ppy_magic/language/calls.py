@@ -122,7 +122,7 @@ class CallCompiler:
         if name == "size":
             if not args and not kwargs:
                 return self.sized(self.intrinsic("tensor_sizes", Kind.INTS, t))
-            d = args[0] if args else kwargs.get("dim")
+            d = args[0] if args else kwargs.get("dim", kwargs.get("axis"))  # the parser's NumPy name too
             if getattr(d, "kind", None) == Kind.INT and len(args) + len(kwargs) == 1:
                 return self.intrinsic("tensor_size", Kind.INT, t, d)
         if name == "dim" and not args and not kwargs:

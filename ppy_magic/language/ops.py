@@ -378,24 +378,20 @@ def _bind(
         args = [ir.Tup(tuple(args))]
     if len(args) > len(positional):
         return None
-    names = {a.name for a in ov.args}
     kw = dict(kwargs)
-    if not method and "input" in kw and "self" in names:
-        kw["self"] = kw.pop("input")  # torch.f(input=...) is aten's `self`
-    if any(k not in names for k in kw):
-        return None
     given = {a.name: v for a, v in zip(positional, args, strict=False)}  # the rest by keyword or default
     score = 0
     bound: list[ir.Arg] = []
     for sarg in ov.args:
+        keyword = None if method and sarg.name == "self" else _keyword(sarg.name, method, kw)
         if method and sarg.name == "self":
             actual = receiver
         elif sarg.name in given:
-            if sarg.name in kw:
-                return None
+            if keyword is not None:
+                return None  # given twice: PyTorch's parser refuses it
             actual = given[sarg.name]
-        elif sarg.name in kw:
-            actual = kw[sarg.name]
+        elif keyword is not None:
+            actual = kw.pop(keyword)
         elif sarg.has_default:
             bound.append(ir.Default(sarg.default))
             continue
@@ -406,7 +402,26 @@ def _bind(
             return None
         score += got[0]
         bound.append(got[1])
+    if kw:
+        return None  # a keyword no parameter took (or a second spelling of one that did)
     return score, tuple(bound)
+
+
+# The other keywords PyTorch's argument parser takes for a parameter of these (Python) names, tried after
+# the name itself and in this order (numpy_compatibility_arg_names, torch/csrc/utils/python_arg_parser.cpp):
+# `x.sum(axis=1, keepdims=True)`, `torch.add(x1=a, x2=b)`. Only the generated bindings take them.
+NUMPY_NAMES = {"dim": ("axis",), "keepdim": ("keepdims",), "input": ("x", "a", "x1"), "other": ("x2",)}
+
+
+def _python_name(name: str, method: bool) -> str:
+    """A schema argument's name in the Python signature: aten's `self` is `input` of a function."""
+    return "input" if name == "self" and not method else name
+
+
+def _keyword(name: str, method: bool, kw: dict) -> str | None:
+    """The keyword of `kw` that PyTorch's parser binds to schema argument `name`, if any."""
+    python = _python_name(name, method)
+    return next((k for k in (python, *NUMPY_NAMES.get(python, ())) if k in kw), None)
 
 
 def resolve(

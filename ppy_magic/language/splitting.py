@@ -344,9 +344,13 @@ class _Splitter:
         return Split(factory(driver, [s.name for s in self.segments] + list(free)), self.segments, self.python)
 
     def holds_break(self, st: ast.stmt) -> bool:
+        """`st` is or holds a break, or a `super()` (which reads the frame's first argument and its class:
+        only the driver has both)."""
         key = id(st)
         if key not in self._holds:
-            self._holds[key] = any(id(n) in self.breaks for n in _nodes_in_scope(st))
+            self._holds[key] = any(
+                id(n) in self.breaks or isinstance(n, ast.Name) and n.id == "super" for n in _nodes_in_scope(st)
+            )
         return self._holds[key]
 
     def block(self, stmts: list[ast.stmt], bound: set[str], in_loop: bool) -> tuple[list[ast.stmt], set | _Exited]:
@@ -407,6 +411,37 @@ class _Splitter:
             new.handlers = handlers
         return new
 
+    def around_unbound(self, run: list[ast.stmt], bound: set[str], in_loop: bool, unbound: set[str]) -> list[ast.stmt]:
+        """`run` where it would pass names that may be unbound: the statements reading them stay Python
+        (reading one raises there, as in Python), the rest become segments."""
+        if not any(_reads_any(st, unbound) for st in run):  # a name it may bind, or not: it stays Python
+            self.python.append(
+                (run[0].lineno, run[-1].end_lineno or run[-1].lineno, f"'{min(unbound)}' may be unbound")
+            )
+            return run
+        out: list[ast.stmt] = []
+        piece: list[ast.stmt] = []
+        piece_bound = bound
+        for st in run:
+            if _reads_any(st, unbound):
+                if piece:
+                    out += self.segment(piece, piece_bound, in_loop)
+                    piece = []
+                why = f"'{sorted(set(read([st])) & unbound)[0]}' may be unbound here"
+                self.python.append((st.lineno, st.end_lineno or st.lineno, why))
+                out.append(st)
+            else:
+                if not piece:
+                    piece_bound = bound
+                piece.append(st)
+            after = _definitely(st, bound)
+            if isinstance(after, _Exited):
+                break
+            bound = after
+        if piece:
+            out += self.segment(piece, piece_bound, in_loop)
+        return out
+
     def segment(self, run: list[ast.stmt], bound: set[str], in_loop: bool) -> list[ast.stmt]:
         """The driver's call of a new segment for `run`, or `run` itself where it must stay Python."""
         first, last = run[0].lineno, run[-1].end_lineno or run[-1].lineno
@@ -422,8 +457,7 @@ class _Splitter:
         needed = (exposed(run, set()) & self.locals) | {o for o in outs if isinstance(own, set) and o not in own}
         unbound = sorted(n for n in needed if n not in bound)
         if unbound:
-            self.python.append((first, last, f"'{unbound[0]}' may be unbound where these lines start"))
-            return run
+            return self.around_unbound(run, bound, in_loop, set(unbound))
         if not any(_does_something(st) for st in run):
             return run  # nothing worth a call: `pass`, a bare name, a docstring
         params = sorted(needed, key=lambda n: (n != _self_name(self.fn), n))
@@ -478,6 +512,21 @@ def factory(fn: ast.FunctionDef, names: list[str]) -> ast.Module:
     )
     _locate(outer, fn)
     return ast.Module(body=[outer], type_ignores=[])
+
+
+def binds(st: ast.stmt, names: list[str]) -> bool:
+    """A simple statement (or a compound one's header) that binds one of `names`."""
+    if isinstance(st, (ast.For, ast.AsyncFor)):
+        return bool(stored([st.target]) & set(names))
+    if isinstance(st, (ast.With, ast.AsyncWith)):
+        return bool(stored([i.optional_vars for i in st.items if i.optional_vars is not None]) & set(names))
+    if isinstance(st, COMPOUND + (ast.Match,)):
+        return bool(_walrus(getattr(st, "test", None)) & set(names))
+    return bool(stored([st]) & set(names))
+
+
+def _reads_any(st: ast.stmt, names: set[str]) -> bool:
+    return bool(set(read([st])) & names)
 
 
 def _does_something(st: ast.stmt) -> bool:

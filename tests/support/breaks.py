@@ -91,3 +91,16 @@ def region_share(f: Any, args: tuple) -> float:
         return 1.0
     inside = region_lines(f)
     return sum(n for line, n in by_line.items() if line in inside) / total
+
+
+def differences(f: Any, args: tuple, *, grad: bool = True) -> list[str]:
+    """What differs between split function `f` and eager (``f.__wrapped__``) on `args`: outputs, inputs after
+    the call, errors (type and message), random state, gradients. Empty: the same, bit for bit."""
+    from tests.support.eager import _call, _diff_grads, _diff_runs
+
+    got = _call(f, args, {})
+    want = _call(f.__wrapped__, args, {})
+    diffs = _diff_runs(got, want)
+    if not diffs and grad:
+        diffs = _diff_grads(got, want)
+    return diffs

@@ -1,0 +1,364 @@
+"""Breaks: a statement a region cannot take runs as Python, the statements around it run as regions.
+
+Each function below holds one or more such statements (a dict, ``.tolist()`` into Python, a ``try``,
+``print``-free calls into other libraries, ...). After its calls settle (``tests/support/breaks.py``)
+it is split: ``__ppy_driver__`` runs each call, some segments are regions, and every call is eager's
+bit for bit: outputs, inputs after the call, random numbers, errors (type, message, and a traceback
+naming the user's line), gradients. One cell; its segments build together.
+"""
+
+from __future__ import annotations
+
+import traceback
+import warnings
+
+import pytest
+import torch
+
+import ppy_magic
+from ppy_magic.errors import CompileError
+from tests.support.breaks import differences, region_share, settle
+from tests.support.cells import compile_cell
+
+FILENAME = "<ppy-breaks>"
+
+CELL = """
+import contextlib
+import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import ppy
+
+SCALE = 3.0
+seen = []
+
+
+@ppy.opt(3)
+def with_dict(x, w):
+    h = torch.tanh(x @ w)
+    stats = {"mean": h.mean(), "n": h.shape[0]}
+    out = h * stats["mean"] + stats["n"]
+    return out.relu() * SCALE
+
+
+@ppy.opt(3)
+def tolist_loop(x, k: int):
+    top = x.topk(k).indices
+    acc = x.sum() * 0
+    for i in top.tolist():
+        acc = acc + x[i] * 2
+    return acc.sigmoid()
+
+
+@ppy.opt(3)
+def try_shape(x, w):
+    h = x * 2 + 1
+    try:
+        y = h @ w
+    except RuntimeError:
+        y = h.sum(-1, keepdim=True) * 0.5
+    return torch.relu(y) + 1
+
+
+@ppy.opt(3)
+def raise_in_region(x, w):
+    h = x + 1
+    meta = {"rows": h.shape[0]}
+    return h @ w + meta["rows"]
+
+
+@ppy.opt(3)
+def raise_in_break(x):
+    h = x * 2
+    if h.sum() > 1e30:
+        return h
+    raise ValueError(f"no luck with {len({'a': 1})} of them")
+
+
+@ppy.opt(3)
+def loop_control(x, n: int):
+    acc = x * 0
+    for i in range(n):
+        acc = acc + x.cos() * i
+        if {"i": i}["i"] == 2:
+            continue
+        if i == 4:
+            break
+        acc = acc * 0.5
+    else:
+        acc = acc - 1
+    return acc
+
+
+@ppy.opt(3)
+def early_return(x):
+    h = x.exp()
+    if len({"k": h}) == 1 and h.sum() > 0:
+        return h.log()
+    return h
+
+
+@ppy.opt(3)
+def python_list(x):
+    acc = []
+    for t in x.unbind(0):
+        y = torch.sin(t) * 2
+        acc.append(y)
+    extra = {"last": acc[-1]}
+    acc.append(extra["last"] + 1)
+    return torch.stack(acc).sum(0)
+
+
+@ppy.opt(3)
+def inplace_seen(x):
+    y = x.clone()
+    y.mul_(3)
+    seen.append(float(y.sum()))
+    y.add_(seen[-1])
+    return y
+
+
+@ppy.opt(3)
+def random_ops(x):
+    a = torch.rand_like(x) + x
+    noise = {"n": torch.randn(3)}
+    b = F.dropout(a, 0.5, True) + noise["n"].sum()
+    return b * torch.rand(1)
+
+
+@ppy.opt(3)
+def warns(x):
+    y = x.to(torch.float64)
+    d = {"y": y}
+    return torch.nn.functional.softmax(d["y"])
+
+
+@ppy.opt(3)
+def with_block(x, w):
+    h = x @ w
+    with contextlib.nullcontext():
+        y = torch.tanh(h) * 2
+        label = str(y.shape)
+    return y + len(label)
+
+
+@ppy.opt(3)
+def kinds_from_python(x, flag: bool):
+    n = len({"a": 1, "b": 2}) if flag else 2.5
+    y = x * n
+    return y + n
+
+
+@ppy.opt(3)
+def maybe_unbound(x, flag: bool):
+    if flag:
+        mask = x > 0
+    d = {"x": x}
+    z = torch.tanh(x) * 3
+    y = d["x"] * 2
+    if flag:
+        y = y * mask
+    return (y + z).sum(0)
+
+
+@ppy.opt(3)
+def uses_global_stmt(x):
+    global SCALE
+    d = {"x": x}
+    return d["x"] * SCALE
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+
+    @ppy.opt(3)
+    def forward(self, x):
+        h = self.a(x).relu()
+        info = {"h": h}
+        base = super().__repr__()
+        return self.b(info["h"]) + h + len(base) * 0
+
+
+@ppy.opt(3, strict=True)
+def whole_only(x):
+    return x * 2
+"""
+
+
+@pytest.fixture(scope="module")
+def cell():
+    ns, report = compile_cell(CELL, filename=FILENAME)
+    return ns, report
+
+
+def x44():
+    return torch.randn(4, 4, generator=torch.Generator().manual_seed(0), requires_grad=True)
+
+
+CASES = {
+    "with_dict": lambda: (x44(), torch.randn(4, 4)),
+    "tolist_loop": lambda: (torch.randn(6, requires_grad=True), 3),
+    "try_shape": lambda: (x44(), torch.randn(3, 3)),  # the matmul fails: the handler runs
+    "raise_in_region": lambda: (x44(), torch.randn(3, 3)),
+    "raise_in_break": lambda: (x44(),),
+    "loop_control": lambda: (x44(), 6),
+    "early_return": lambda: (x44(),),
+    "python_list": lambda: (x44(),),
+    "inplace_seen": lambda: (torch.randn(4, 4),),
+    "random_ops": lambda: (torch.randn(3),),
+    "warns": lambda: (torch.randn(2, 3),),
+    "with_block": lambda: (x44(), torch.randn(4, 4)),
+    "kinds_from_python": lambda: (x44(), True),
+    "maybe_unbound": lambda: (x44(), True),
+}
+
+
+def _settled(ns, name):
+    f = ns[name]
+    settle(f, lambda: _quiet(f, CASES[name]()))
+    return f
+
+
+def _quiet(f, args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return f(*args)
+        except Exception as exc:  # noqa: BLE001 - compared with eager's
+            return exc
+
+
+@pytest.fixture(scope="module")
+def settled(cell):
+    ns, _ = cell
+    for name in CASES:  # first calls: every segment's build queued together
+        _quiet(ns[name], CASES[name]())
+    ppy_magic.wait(timeout=900)
+    return {name: _settled(ns, name) for name in CASES}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_split_and_bitwise_eager(settled, name):
+    f = settled[name]
+    assert f.__ppy_driver__ is not None, ppy_magic.explain(f)
+    assert f.__ppy_region__ is True, ppy_magic.explain(f)
+    assert "cannot compile this (" not in str(ppy_magic.explain(f))
+    for _ in range(2):
+        assert differences(f, CASES[name]()) == []
+
+
+def test_the_other_kinds_of_a_call_get_their_own_segment_variants(settled):
+    f = settled["kinds_from_python"]
+    settle(f, lambda: f(x44(), False))
+    for flag in (True, False):
+        assert differences(f, (x44(), flag)) == []
+
+
+def test_a_loop_without_a_break_stays_in_cpp_and_one_with_a_break_runs_its_body_as_regions(settled):
+    lines = {p.segment.first_line for p in settled["loop_control"].__dict__["__ppy_split__"].parts}
+    text = CELL.splitlines()
+    body = next(n for n, t in enumerate(text, 1) if "acc = acc + x.cos() * i" in t)
+    assert body in lines  # the loop is Python (it holds a break), its body's first statement a region
+    whole = settled["python_list"].__dict__["__ppy_split__"]
+    loop = next(n for n, t in enumerate(text, 1) if "for t in x.unbind(0):" in t)
+    assert any(p.segment.first_line <= loop <= p.segment.last_line for p in whole.parts)  # one region holds it
+
+
+def test_explain_and_annotate_show_each_break_with_its_line_and_reason(settled):
+    f = settled["with_dict"]
+    text = CELL.splitlines()
+    line = next(n for n, t in enumerate(text, 1) if 'stats = {"mean"' in t)
+    shown = str(ppy_magic.explain(f))
+    assert f"break at line {line}: a dict is not supported in a region" in shown
+    marks = {ln.number: ln for ln in ppy_magic.annotate(f).functions[0].lines}
+    assert marks[line].kind == "python" and "dict" in marks[line].reason
+    assert marks[line - 1].kind == "compiled" and marks[line - 1].cpp  # h = torch.tanh(x @ w)
+    assert marks[line + 2].kind == "compiled"  # return out.relu() * SCALE
+    assert "P |" in str(ppy_magic.annotate(f)) and "runs as Python: a dict" in str(ppy_magic.annotate(f))
+
+
+def test_an_error_in_a_region_and_in_a_break_is_eagers_and_names_the_users_line(settled):
+    text = CELL.splitlines()
+    for name, marker in (("raise_in_region", "return h @ w +"), ("raise_in_break", "raise ValueError")):
+        f = settled[name]
+        args = CASES[name]()
+        with pytest.raises(Exception) as got:
+            f(*args)
+        with pytest.raises(Exception) as want:
+            f.__wrapped__(*args)
+        assert type(got.value) is type(want.value) and str(got.value) == str(want.value)
+        frames = traceback.extract_tb(got.tb)
+        line = next(n for n, t in enumerate(text, 1) if marker in t)
+        assert (frames[-1].filename, frames[-1].lineno) == (FILENAME, line), frames
+
+
+def test_a_try_around_a_region_catches_its_error(settled):
+    f = settled["try_shape"]
+    x, w = CASES["try_shape"]()
+    assert differences(f, (x, w)) == []
+    assert differences(f, (x, torch.randn(4, 2))) == []  # the matmul succeeds: no handler
+
+
+def test_an_in_place_op_of_a_region_is_seen_by_the_python_around_it(cell, settled):
+    ns, _ = cell
+    f = settled["inplace_seen"]
+    x = torch.randn(4, 4)
+    ns["seen"].clear()
+    got = f(x)
+    want = f.__wrapped__(x)
+    assert ns["seen"][0] == ns["seen"][1] and torch.equal(got, want)
+
+
+def test_a_region_holding_values_of_its_own_kinds_falls_back_like_any(settled):
+    class Sub(torch.Tensor):
+        pass
+
+    f = settled["with_dict"]
+    x, w = CASES["with_dict"]()
+    before = [p.fallbacks for p in f.__ppy_parts__]
+    got = f(x.detach().as_subclass(Sub), w)
+    assert torch.equal(got, f.__wrapped__(x.detach().as_subclass(Sub), w))
+    assert sum(p.fallbacks for p in f.__ppy_parts__) > sum(before)
+
+
+def test_most_aten_calls_run_in_regions(settled):
+    for name in ("with_dict", "tolist_loop", "python_list", "loop_control", "with_block"):
+        assert region_share(settled[name], CASES[name]()) >= 0.5, name
+
+
+def test_what_cannot_be_split_stays_python_and_says_why(cell):
+    ns, _ = cell
+    f = ns["uses_global_stmt"]
+    x = torch.randn(3)
+    assert torch.equal(f(x), f.__wrapped__(x))
+    ppy_magic.wait(timeout=600)
+    assert f.__ppy_driver__ is None and not f.__ppy_region__
+
+
+def test_a_method_with_super_is_split_and_exact(cell):
+    ns, _ = cell
+    net = ns["Net"]()
+    x = torch.randn(2, 4)
+    settle(type(net).forward, lambda: net(x))
+    forward = type(net).forward
+    assert forward.__ppy_driver__ is not None and forward.__ppy_region__
+    assert torch.equal(net(x), forward.__wrapped__(net, x))
+
+
+def test_strict_refuses_a_function_with_breaks():
+    src = "import torch\nimport ppy\n\n@ppy.opt(3, strict=True)\ndef f(x):\n    d = {'x': x}\n    return d['x'] * 2\n"
+    with pytest.raises(CompileError, match="dict"):
+        compile_cell(src, filename="<ppy-breaks-strict>")
+    with pytest.raises(CompileError, match="dict"):
+        compile_cell(src.replace(", strict=True", ""), filename="<ppy-breaks-strict2>", strict=True)
+
+
+def test_the_decorator_checks_strict():
+    import ppy
+
+    with pytest.raises(TypeError, match="strict must be True or False"):
+        ppy.opt(3, strict="yes")
