@@ -345,19 +345,23 @@ def draw(seed: int, exclude: tuple[str, ...] = ()) -> BreakProgram:
     return BreakProgram(shape_, dtype, grads, tuple(w.lines), seed, tuple(w.inserted))
 
 
-def runs_in_eager(p: BreakProgram) -> bool:
-    """True if eager returns, or raises only the ValueError the program raises on purpose."""
+def eager_error(p: BreakProgram) -> Exception | None:
+    """What eager raises for `p` on its inputs (None: it returns)."""
     ns = {"torch": torch, "F": F, "math": math, **namespace()}
     exec(compile(p.text(), "<break-fuzz>", "exec"), ns)  # noqa: S102 - our own generated text
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             ns["f"](*p.inputs())
-        except ValueError as exc:
-            return str(exc).startswith(OURS)
-        except Exception:  # noqa: BLE001 - rejected by eager: drawn again
-            return False
-    return True
+        except Exception as exc:  # noqa: BLE001 - what eager says
+            return exc
+    return None
+
+
+def runs_in_eager(p: BreakProgram) -> bool:
+    """True if eager returns, or raises only the ValueError the program raises on purpose."""
+    exc = eager_error(p)
+    return exc is None or (type(exc) is ValueError and str(exc).startswith(OURS))
 
 
 def generate(n: int, seed: int = 0, exclude: tuple[str, ...] = ()) -> list[BreakProgram]:
