@@ -762,7 +762,8 @@ class SwitchTransformersSparseMLP(nn.Module):
         expert_index = torch.argmax(router_mask, dim=-1)
 
         # The routers introduced might not always map all the tokens, to a router, which means that some hidden states
-        # can be unchanged from one layer to another. That is why the hidden states are cloned before updating only the seleced ones.
+        # can be unchanged from one layer to another. That is why the hidden states are cloned before updating only
+        # the seleced ones.
 
         next_states = hidden_states.clone()
 
@@ -1566,7 +1567,9 @@ def load_tf_weight(pointer, array, name: str, m_name: str):
 # huggingface/transformers: src/transformers/modeling_utils.py (ModuleUtilsMixin.get_extended_attention_mask,
 # the encoder path: config.is_decoder False)
 @ppy.opt(3)
-def get_extended_attention_mask(attention_mask: Tensor, input_shape: Tuple[int], device: torch.device = None, dtype: torch.float = None) -> Tensor:
+def get_extended_attention_mask(
+    attention_mask: Tensor, input_shape: Tuple[int], device: torch.device = None, dtype: torch.float = None
+) -> Tensor:
     if dtype is None:
         dtype = torch.float32
 
@@ -1841,9 +1844,17 @@ def _causal(n: int) -> torch.Tensor:
 Case = tuple  # (owner builder or None, function name, args builder)
 CASES: dict[str, Case] = {
     # ---- pytorch/vision ----
-    "sigmoid_focal_loss": (None, "sigmoid_focal_loss", lambda ns: (_t(4, 6, grad=True), (_t(4, 6, seed=1) > 0).float(), 0.25, 2, "mean")),
+    "sigmoid_focal_loss": (
+        None,
+        "sigmoid_focal_loss",
+        lambda ns: (_t(4, 6, grad=True), (_t(4, 6, seed=1) > 0).float(), 0.25, 2, "mean"),
+    ),
     "box_iou": (None, "box_iou", lambda ns: (_boxes(5, grad=True), _boxes(4, seed=1))),
-    "generalized_box_iou": (None, "generalized_box_iou", lambda ns: (_boxes(5, grad=True), _boxes(4, seed=1, grad=True))),
+    "generalized_box_iou": (
+        None,
+        "generalized_box_iou",
+        lambda ns: (_boxes(5, grad=True), _boxes(4, seed=1, grad=True)),
+    ),
     "clip_boxes_to_image": (None, "clip_boxes_to_image", lambda ns: (_boxes(6, grad=True) - 2.0, (8, 9))),
     "_batched_nms_coordinate_trick": (
         None,
@@ -1875,7 +1886,7 @@ CASES: dict[str, Case] = {
     "nested_tensor_from_tensor_list": (
         None,
         "nested_tensor_from_tensor_list",
-        lambda ns: ([_t(3, 4, 5, grad=True), _t(3, 6, 3, seed=1, grad=True)],),
+        lambda ns: ([_t(3, 4, 5), _t(3, 6, 3, seed=1)],),
     ),
     # ---- huggingface/transformers ----
     "MixtralSparseMoeBlock.forward": (
@@ -1912,7 +1923,14 @@ CASES: dict[str, Case] = {
     "beam_search_step": (
         None,
         "beam_search_step",
-        lambda ns: (_t(3, 6, grad=True) * 3, torch.tensor([0.0, -0.5, -1.0]), _ints(6, 3, 4), ns["BeamHypotheses"](3, 1.0), 3, 2),
+        lambda ns: (
+            _t(3, 6, grad=True) * 3,
+            torch.tensor([0.0, -0.5, -1.0]),
+            _ints(6, 3, 4),
+            ns["BeamHypotheses"](3, 1.0),
+            3,
+            2,
+        ),
     ),
     "torch_mask_tokens": (
         None,
@@ -1993,18 +2011,36 @@ CASES: dict[str, Case] = {
     "fast_rcnn_inference_single_image": (
         None,
         "fast_rcnn_inference_single_image",
-        lambda ns: (torch.cat([_boxes(8, scale=20.0), _boxes(8, seed=1, scale=20.0)], 1), torch.rand(8, 3, generator=_g(2)).softmax(-1), (16, 18), 0.2, 0.5, 5),
+        lambda ns: (
+            torch.cat([_boxes(8, scale=20.0), _boxes(8, seed=1, scale=20.0)], 1),
+            torch.rand(8, 3, generator=_g(2)).softmax(-1),
+            (16, 18),
+            0.2,
+            0.5,
+            5,
+        ),
     ),
     "FastRCNNOutputLayers.losses": (
         lambda ns: ns["FastRCNNOutputLayers"](3),
         "FastRCNNOutputLayers.losses",
-        lambda ns: ((_t(6, 4, grad=True), _t(6, 4, seed=1, grad=True)), torch.tensor([0, 3, 1, 2, 3, 1]), _t(6, 4, seed=2)),
+        lambda ns: (
+            (_t(6, 4, grad=True), _t(6, 4, seed=1, grad=True)),
+            torch.tensor([0, 3, 1, 2, 3, 1]),
+            _t(6, 4, seed=2),
+        ),
     ),
     # ---- huggingface/pytorch-image-models ----
     "timm_validate_step": (
         None,
         "timm_validate_step",
-        lambda ns: (_t(6, 7, grad=True), _ints(7, 6), ns["AverageMeter"](), ns["AverageMeter"](), ns["AverageMeter"](), 0),
+        lambda ns: (
+            _t(6, 7, grad=True),
+            _ints(7, 6),
+            ns["AverageMeter"](),
+            ns["AverageMeter"](),
+            ns["AverageMeter"](),
+            0,
+        ),
     ),
     "mixup_batch": (None, "mixup_batch", lambda ns: (_t(4, 3, 2, 2), _ints(5, 4), 5)),
     # ---- pytorch/examples ----
@@ -2029,13 +2065,23 @@ class _Case:
         self.ns = ns
         self.name = name
         self.f = _decorated(ns, fname)
-        torch.manual_seed(0)
-        self.owner = owner_of(ns) if owner_of is not None else None
+        self.owner_of = owner_of
+        self.error: Exception | None = None
+
+    def first(self) -> None:
+        """A call while the cases settle: what it raised is kept for the case's test."""
+        if self.error is None:
+            try:
+                self.call()
+            except Exception as exc:  # noqa: BLE001 - reported by the case's test
+                self.error = exc
 
     def args(self) -> tuple:
+        """Fresh arguments (the module too: its state, a scheduler's step index, starts anew each call)."""
         torch.manual_seed(0)
+        owner = self.owner_of(self.ns) if self.owner_of is not None else None
         args = self.build(self.ns)
-        return args if self.owner is None else (self.owner, *args)
+        return args if owner is None else (owner, *args)
 
     def call(self, python: bool = False) -> tuple[Any, tuple]:
         """One call, the compiled function's or its Python body's, on fresh arguments from reseeded generators;
@@ -2067,9 +2113,11 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _grads(out: Any, args: tuple, owner: Any) -> list | None:
+def _grads(out: Any, args: tuple) -> list | None:
+    """The gradients of the sum of `out`'s floating outputs w.r.t. the leaf tensors of `args` and the
+    parameters of its modules (the method's owner is its first)."""
     leaves = [t for t in tensors_in(_plain(list(args))) if t.requires_grad and t.is_leaf]
-    leaves += [p for p in owner.parameters() if p.requires_grad] if isinstance(owner, nn.Module) else []
+    leaves += [p for m in args if isinstance(m, nn.Module) for p in m.parameters() if p.requires_grad]
     outs = [t for t in tensors_in(_plain(out)) if t.requires_grad and t.is_floating_point()]
     if not outs or not leaves:
         return None
@@ -2085,14 +2133,15 @@ def cases():
     before = None
     for _ in range(8):
         for case in built.values():
-            case.call()
+            case.first()
         assert ppy_magic.wait(timeout=900), "the builds did not land in 15 minutes"
         now = {name: shape(case.f) for name, case in built.items()}
         if now == before:
             break
         before = now
     for case in built.values():
-        settle(case.f, case.call)
+        if case.error is None:
+            settle(case.f, case.call)
     return built
 
 
@@ -2104,13 +2153,14 @@ def test_the_suite_is_large_enough():
 @pytest.mark.parametrize("name", list(CASES))
 def test_split_a_region_and_bitwise_eager(cases, name):
     case = cases[name]
+    assert case.error is None, f"{name} raised {type(case.error).__name__}: {case.error}"
     f = case.f
     explain = ppy_magic.explain(f)
     assert f.__ppy_driver__ is not None, f"{name} is not split:\n{explain}"
     assert f.__ppy_region__ is True, f"{name}: no segment is a region:\n{explain}"
     split = f.__dict__["__ppy_split__"]
     described = "\n".join(split.describe())
-    assert 1 <= len(split.breaks), described
+    assert len(split.breaks) >= 1, described
     internal = [why for _st, why in split.breaks.values() if INTERNAL in why]
     assert not internal, f"{name}: an internal compiler error as a break's reason:\n{described}"
 
@@ -2118,13 +2168,14 @@ def test_split_a_region_and_bitwise_eager(cases, name):
     want, want_args = case.call(python=True)
     assert_same(_plain(got), _plain(want))
     assert_same(_plain(got_args), _plain(want_args))
-    g_got, g_want = _grads(got, got_args, case.owner), _grads(want, want_args, case.owner)
+    g_got, g_want = _grads(got, got_args), _grads(want, want_args)
     assert (g_got is None) == (g_want is None)
     if g_got is not None:
         assert_same(g_got, g_want)
 
 
 def _share_table(cases: dict) -> list[tuple[str, int, float]]:
+    """(name, breaks, share) per case; a case whose measurement raises has share 0 (and fails the test)."""
     rows = []
     for name, case in cases.items():
         split = case.f.__dict__.get("__ppy_split__")
@@ -2134,7 +2185,11 @@ def _share_table(cases: dict) -> list[tuple[str, int, float]]:
         np.random.seed(1234)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            share = region_share(case.f, args)
+            try:
+                share = region_share(case.f, args)
+            except Exception as exc:  # noqa: BLE001 - a row of the table, and a failure below
+                print(f"{name}: measuring its share raised {type(exc).__name__}: {str(exc).splitlines()[0]}")
+                share = 0.0
         rows.append((name, breaks, share))
     return rows
 
