@@ -28,7 +28,7 @@ from typing import Any
 
 from . import backend, region, variants
 from .errors import CompileError
-from .language import splitting
+from .language import hoisting, splitting
 
 
 @dataclass
@@ -72,6 +72,8 @@ class Splitter:
         self.parts: list[Part] = []
         self.left: list[tuple[int, int, str]] = []  # runs of statements left Python, and why
         self._made: dict[tuple, Part] = {}  # segments by what they are: kept across splits
+        self.hoists: dict[int, list[ast.expr]] = {}  # id(statement) -> values read in Python just before it
+        self.origins: dict[int, ast.stmt] = {}  # id(a statement rewritten to read them) -> the statement
         self._lock = threading.RLock()
 
     # -- Variants.around ----------------------------------------------------------------------------
@@ -84,25 +86,88 @@ class Splitter:
             return self.add_break(failure)
 
     def add_break(self, failure: CompileError) -> bool:
-        st = self._statement(failure)
-        if st is None or id(st) in self.breaks:
+        """Where `failure` points, read the value in Python just before the statement (a hoist) where the
+        statement only reads it, else make the statement a break. True if the function was split again."""
+        points = self._points(failure)
+        if not points:
             return False
-        also = (splitting.statement_at(self.source.node, line) for line in getattr(failure, "also_lines", ()))
-        return self.add_breaks([st, *(s for s in also if s is not None)], failure.message)
+        hoists: list[tuple[ast.stmt, ast.expr]] = []
+        breaks: list[ast.stmt] = []
+        refused = bool(getattr(failure, "uses", ()))  # a value no region takes (a dict, an object): read in Python
+        for compiled, original, line, col in points:
+            expr = hoisting.hoistable(compiled, line, col) if refused else None
+            if (
+                expr is not None
+                and not any(isinstance(n, ast.Name) and n.id.startswith("__ppy_") for n in ast.walk(expr))
+                and not any(e is expr for e in self.hoists.get(id(original), ()))  # no progress: it breaks
+            ):
+                hoists.append((original, expr))
+            elif id(original) not in self.breaks:
+                breaks.append(original)
+        if not hoists and not breaks:
+            return False
+        saved = ({k: list(v) for k, v in self.hoists.items()}, dict(self.breaks))
+        for original, expr in hoists:
+            self.hoists.setdefault(id(original), []).append(expr)
+        for st in breaks:
+            self.breaks[id(st)] = (st, failure.message)
+            self.hoists.pop(id(st), None)
+        try:
+            self._install()
+        except splitting.NotSplittable:
+            self.hoists, self.breaks = saved
+            return False
+        return True
 
     def add_breaks(self, statements: list[ast.stmt], why: str) -> bool:
-        new = list({id(s): s for s in statements if id(s) not in self.breaks}.values())
+        new = [s for s in {id(s): s for s in map(self._original, statements) if s is not None}.values()]
+        new = [s for s in new if id(s) not in self.breaks]
         if not new:
             return False
         for s in new:
             self.breaks[id(s)] = (s, why)
-        try:
-            self._install()
-        except splitting.NotSplittable:
-            for s in new:
-                del self.breaks[id(s)]
-            return False
+            self.hoists.pop(id(s), None)
+        self._install()
         return True
+
+    def _original(self, st: ast.stmt) -> ast.stmt | None:
+        """The function's own statement `st` is (or was rewritten from), if it is one."""
+        st = self.origins.get(id(st), st)
+        return st if any(st is s for s in splitting.statements(self.source.node)) else None
+
+    def _points(self, failure: CompileError) -> list[tuple[ast.stmt, ast.stmt, int, int]]:
+        """(statement as compiled, the function's own statement, line, column) of each place `failure` is
+        about: the statement being compiled when it was raised, or each read of a value a region refused."""
+        out = []
+        uses = getattr(failure, "uses", ())
+        if uses:
+            for use in uses:
+                compiled = self._holding(use)
+                original = self._original(compiled) if compiled is not None else None
+                if original is not None:
+                    out.append((compiled, original, use.lineno, use.col_offset))
+            return out
+        compiled = getattr(failure, "statement", None)
+        loc = failure.loc
+        if compiled is None and loc is not None and loc.filename == self.source.filename:
+            compiled = splitting.statement_at(self.source.node, loc.line)
+        original = self._original(compiled) if compiled is not None else None
+        if original is None:
+            return []
+        line, col = (loc.line, loc.col) if loc is not None else (0, 0)
+        return [(compiled, original, line, col)]
+
+    def _holding(self, node: ast.AST) -> ast.stmt | None:
+        """The innermost statement (of the function or of one of its segments) holding `node`."""
+        found = None
+        for fn in [self.source.node] + [p.segment.node for p in self.parts]:
+            for st in splitting.statements(fn):
+                nodes = _header(st) if isinstance(st, splitting.COMPOUND) else ast.walk(st)
+                if any(n is node for n in nodes):
+                    found = st
+            if found is not None:
+                return found
+        return None
 
     def part_failed(self, part_region: Any, failure: CompileError) -> bool:
         """A segment's own compile failed: its statement joins the breaks, and the function is split again.
@@ -142,21 +207,16 @@ class Splitter:
         return out
 
     def _statement(self, failure: CompileError) -> ast.stmt | None:
-        """The function's own statement `failure` is about: the one being compiled when it was raised (an
-        inlined call's error included), or the one at its line."""
-        st = getattr(failure, "statement", None)
-        if st is not None:
-            return st if any(st is s for s in splitting.statements(self.source.node)) else None
-        loc = failure.loc
-        if loc is None or loc.filename != self.source.filename:
-            return None
-        return splitting.statement_at(self.source.node, loc.line)
+        """The function's own statement `failure` is about, if any."""
+        points = self._points(failure)
+        return points[0][1] if points else None
 
     # -- the split -----------------------------------------------------------------------------------
     def _install(self) -> None:
         node, fn = self.source.node, self.fn
         free = tuple(fn.__code__.co_freevars)
-        layout = splitting.split(node, set(self.breaks), free)
+        layout = splitting.split(node, set(self.breaks), free, hoists=self.hoists)
+        self.origins.update(layout.origins)
         parts = []
         for seg in layout.segments:
             key = (seg.first_line, seg.last_line, seg.ins, seg.outs, seg.returns)
@@ -194,6 +254,9 @@ class Splitter:
         lines.append("the runs between them are regions of their own")
         for st, why in sorted(self.breaks.values(), key=lambda b: b[0].lineno):
             lines.append(f"  break at line {st.lineno}: {why}")
+        for exprs in self.hoists.values():
+            for e in exprs:
+                lines.append(f"  read in Python just before line {e.lineno}'s region: {ast.unparse(e)}")
         for first, last, why in self.left:
             where = f"line {first}" if first == last else f"lines {first}-{last}"
             lines.append(f"  Python at {where}: {why}")
@@ -224,6 +287,13 @@ class Splitter:
             for line in range(first, last + 1):
                 out.setdefault(line, why)
         return out
+
+
+def _header(st: ast.stmt) -> list[ast.AST]:
+    """The nodes of a compound statement's header (its test, its iterable, its items), not of its blocks."""
+    parts = [getattr(st, f, None) for f in ("test", "iter", "target")]
+    parts += [i for i in getattr(st, "items", ())]
+    return [n for p in parts if p is not None for n in ast.walk(p)]
 
 
 def _function(module: ast.Module, fn: Callable, cells: dict[str, Any], defaults: Any = None) -> types.FunctionType:

@@ -376,7 +376,7 @@ class Variants:
             lines=src.lines,
             function=src.node.name,
         )
-        err.also_lines = tuple(sorted({n.lineno for n in uses} - {first.lineno}))  # every line reads it: all break
+        err.uses = tuple(uses)  # every read of it: each is read in Python (``breaks``)
         return err
 
     def compile(self, cv: call_values.CallValues, node: ast.FunctionDef | None = None) -> Any:

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import ast
 import copy
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from . import hoisting
+from .liveness import EXITED, Exited, definitely, definitely_one, exposed, params, read, stored, walrus
+
 COMPOUND = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
 class NotSplittable(Exception):
@@ -52,6 +53,7 @@ class Split:
     driver: ast.Module  # `factory` of the driver: free variables the segments' names, then the function's own
     segments: list[Segment]
     python: list[tuple[int, int, str]] = field(default_factory=list)  # (first, last, why) of runs left Python
+    origins: dict[int, ast.stmt] = field(default_factory=dict)  # id(statement as a segment holds it) -> as written
 
 
 def statement_at(fn: ast.FunctionDef, line: int) -> ast.stmt | None:
@@ -102,167 +104,6 @@ def _child_blocks(st: ast.stmt) -> list[list[ast.stmt]]:
     for case in getattr(st, "cases", ()):
         out.append(case.body)
     return out
-
-
-# -- names ----------------------------------------------------------------------------------
-
-
-def _walk_scope(node: ast.AST) -> Iterable[ast.AST]:
-    """The nodes of `node` in its own scope: nested functions, lambdas, classes and comprehensions are
-    not entered (their default values and first iterables are)."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        for child in ast.iter_child_nodes(n):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield child
-                stack.extend(child.decorator_list + child.args.defaults + [d for d in child.args.kw_defaults if d])
-            elif isinstance(child, ast.Lambda):
-                yield child
-                stack.extend(child.args.defaults + [d for d in child.args.kw_defaults if d])
-            elif isinstance(child, ast.ClassDef):
-                yield child
-                stack.extend(child.decorator_list + child.bases + [k.value for k in child.keywords])
-            elif isinstance(child, _COMPREHENSIONS):
-                yield child
-                stack.append(child.generators[0].iter)
-                # A walrus in a comprehension binds in the enclosing function.
-                stack.extend(w for w in ast.walk(child) if isinstance(w, ast.NamedExpr))
-            else:
-                stack.append(child)
-
-
-def stored(nodes: Iterable[ast.AST]) -> set[str]:
-    """Names the statements bind in the function's scope."""
-    out: set[str] = set()
-    for node in nodes:
-        for n in _walk_scope(node):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-                out.add(n.id)
-            elif isinstance(n, ast.NamedExpr):
-                out.add(n.target.id)
-            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not node:
-                out.add(n.name)
-            elif isinstance(n, (ast.Import, ast.ImportFrom)):
-                out.update((a.asname or a.name).split(".")[0] for a in n.names)
-            elif isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name:
-                out.add(n.name)
-            elif isinstance(n, ast.MatchMapping) and n.rest:
-                out.add(n.rest)
-    return out
-
-
-def read(nodes: Iterable[ast.AST]) -> Counter:
-    """How often each name is read, nested scopes included (a lambda reads what it closes over)."""
-    out: Counter = Counter()
-    for node in nodes:
-        for n in ast.walk(node):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-                out[n.id] += 1
-            elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
-                out[n.target.id] += 1
-    return out
-
-
-def _params(fn: ast.FunctionDef) -> list[str]:
-    a = fn.args
-    names = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
-    names += [p.arg for p in (a.vararg, a.kwarg) if p is not None]
-    return names
-
-
-class _Exited:
-    """The set of names definitely bound after a statement that never completes: every name."""
-
-    def __and__(self, other):
-        return other
-
-    __rand__ = __and__
-
-
-EXITED = _Exited()
-
-
-def definitely(stmts: list[ast.stmt], bound: set[str] | _Exited) -> set[str] | _Exited:
-    """The names bound on every path through `stmts`, given those bound before."""
-    for st in stmts:
-        if isinstance(bound, _Exited):
-            return bound
-        bound = _definitely(st, bound)
-    return bound
-
-
-def _walrus(node: ast.AST | None) -> set[str]:
-    if node is None:
-        return set()
-    return {n.target.id for n in ast.walk(node) if isinstance(n, ast.NamedExpr)}
-
-
-def _definitely(st: ast.stmt, bound: set[str]) -> set[str] | _Exited:
-    if isinstance(st, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
-        return EXITED
-    if isinstance(st, ast.If):
-        b = bound | _walrus(st.test)
-        return definitely(st.body, set(b)) & definitely(st.orelse, set(b))
-    if isinstance(st, (ast.For, ast.AsyncFor)):
-        return bound | _walrus(st.iter)
-    if isinstance(st, ast.While):
-        return bound | _walrus(st.test)
-    if isinstance(st, (ast.With, ast.AsyncWith)):
-        names = stored([i.optional_vars for i in st.items if i.optional_vars is not None])
-        items = set().union(*(_walrus(i.context_expr) for i in st.items))
-        return definitely(st.body, bound | names | items)
-    if isinstance(st, ast.Try):
-        # Past the `try`, either its body and `else` ran to the end or a handler did (whose name is unbound).
-        after = definitely(st.body + st.orelse, set(bound))
-        for h in st.handlers:
-            handled = definitely(h.body, bound | ({h.name} if h.name else set()))
-            after = after & (handled - {h.name} if isinstance(handled, set) else handled)
-        return definitely(st.finalbody, after)
-    if isinstance(st, ast.Match):
-        return bound | _walrus(st.subject)
-    if isinstance(st, ast.Delete):
-        return bound - stored([st])
-    if isinstance(st, ast.AugAssign):
-        return set(bound)
-    if isinstance(st, ast.AnnAssign) and st.value is None:
-        return set(bound)
-    return bound | stored([st])
-
-
-def exposed(stmts: list[ast.stmt], bound: set[str]) -> set[str]:
-    """Names `stmts` may read before binding them themselves (`bound`: bound by the statements before)."""
-    out: set[str] = set()
-    for st in stmts:
-        out |= _exposed(st, bound)
-        after = _definitely(st, bound)
-        if isinstance(after, _Exited):
-            break
-        bound = after
-    return out
-
-
-def _exposed(st: ast.stmt, bound: set[str]) -> set[str]:
-    def reads(*nodes: ast.AST | None) -> set[str]:
-        return set(read(n for n in nodes if n is not None)) - bound
-
-    if isinstance(st, ast.If):
-        return reads(st.test) | exposed(st.body, bound | _walrus(st.test)) | exposed(st.orelse, bound)
-    if isinstance(st, (ast.For, ast.AsyncFor)):
-        inner = bound | stored([st.target])
-        return reads(st.iter) | exposed(st.body, inner) | exposed(st.orelse, bound)
-    if isinstance(st, ast.While):
-        return reads(st.test) | exposed(st.body, bound) | exposed(st.orelse, bound)
-    if isinstance(st, (ast.With, ast.AsyncWith)):
-        names = stored([i.optional_vars for i in st.items if i.optional_vars is not None])
-        return reads(*[i.context_expr for i in st.items]) | exposed(st.body, bound | names)
-    if isinstance(st, ast.Try):
-        out = exposed(st.body, bound) | exposed(st.orelse, bound) | exposed(st.finalbody, bound)
-        for h in st.handlers:
-            out |= reads(h.type) | exposed(h.body, bound | ({h.name} if h.name else set()))
-        return out
-    return set(read([st])) - bound
 
 
 # -- control ------------------------------------------------------------------------------------
@@ -317,31 +158,40 @@ def always_exits(stmts: list[ast.stmt]) -> bool:
 # -- the split ---------------------------------------------------------------------------------
 
 
-def split(fn: ast.FunctionDef, breaks: set[int], free: tuple[str, ...] = (), prefix: str = "__ppy_part") -> Split:
+def split(
+    fn: ast.FunctionDef,
+    breaks: set[int],
+    free: tuple[str, ...] = (),
+    prefix: str = "__ppy_part",
+    hoists: dict[int, list[ast.expr]] | None = None,
+) -> Split:
     """Split `fn` around the statements whose ``id`` is in `breaks` (see the module's docstring)."""
     for n in _nodes_in_scope(fn):
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             raise NotSplittable(f"`{'global' if isinstance(n, ast.Global) else 'nonlocal'}` keeps it whole")
-    return _Splitter(fn, breaks, prefix).run(free)
+    return _Splitter(fn, breaks, prefix, hoists or {}).run(free)
 
 
 class _Splitter:
-    def __init__(self, fn: ast.FunctionDef, breaks: set[int], prefix: str):
+    def __init__(self, fn: ast.FunctionDef, breaks: set[int], prefix: str, hoists: dict[int, list[ast.expr]]):
         self.fn = fn
         self.breaks = breaks
+        self.hoists = hoists
+        self.origins: dict[int, ast.stmt] = {}  # id(a statement rewritten to read hoisted values) -> as written
         self.prefix = prefix
-        self.locals = set(_params(fn)) | stored(fn.body)
+        self.locals = set(params(fn)) | stored(fn.body)
         self.reads = read(fn.body)
         self.segments: list[Segment] = []
         self.python: list[tuple[int, int, str]] = []
         self._holds: dict[int, bool] = {}
 
     def run(self, free: tuple[str, ...]) -> Split:
-        body, _ = self.block(self.fn.body, set(_params(self.fn)), in_loop=False)
+        body, _ = self.block(self.fn.body, set(params(self.fn)), in_loop=False)
         driver = copy.copy(self.fn)
         driver.body = body
         driver.decorator_list = []
-        return Split(factory(driver, [s.name for s in self.segments] + list(free)), self.segments, self.python)
+        module = factory(driver, [s.name for s in self.segments] + list(free))
+        return Split(module, self.segments, self.python, self.origins)
 
     def holds_break(self, st: ast.stmt) -> bool:
         """`st` is or holds a break, or a `super()` (which reads the frame's first argument and its class:
@@ -349,37 +199,89 @@ class _Splitter:
         key = id(st)
         if key not in self._holds:
             self._holds[key] = any(
-                id(n) in self.breaks or isinstance(n, ast.Name) and n.id == "super" for n in _nodes_in_scope(st)
+                id(n) in self.breaks
+                or (n is not st and id(n) in self.hoists)  # read in Python first: the statements around it are
+                or isinstance(n, ast.Name)
+                and n.id == "super"
+                for n in _nodes_in_scope(st)
             )
         return self._holds[key]
 
-    def block(self, stmts: list[ast.stmt], bound: set[str], in_loop: bool) -> tuple[list[ast.stmt], set | _Exited]:
+    def block(self, stmts: list[ast.stmt], bound: set[str], in_loop: bool) -> tuple[list[ast.stmt], set | Exited]:
         out: list[ast.stmt] = []
         run: list[ast.stmt] = []
         run_bound = bound
+        guard: tuple[str, list[ast.stmt]] | None = None  # a run after a hoist: its flag, and the run as written
+
+        def flush() -> None:
+            nonlocal run, guard
+            if run:
+                calls = self.segment(run, run_bound, in_loop)
+                if guard is None:
+                    out.extend(calls)
+                else:  # the hoisted values raised: the statements as written raise it where Python does
+                    ok, written = guard
+                    out.append(ast.copy_location(ast.If(test=hoisting.load(ok), body=calls, orelse=written), run[0]))
+            run, guard = [], None
+
         for st in stmts:
             takes = not self.holds_break(st) and not (in_loop and escapes(st))
             if takes and has_return(st) and not always_exits([st]):
                 takes = False  # returns on some paths only: its header stays Python
             if takes:
-                if not run:
-                    run_bound = bound
-                run.append(st)
+                hoisted = self.hoists.get(id(st))
+                if hoisted:
+                    flush()
+                    rewritten, pre, names = self.hoist(st, hoisted)
+                    out.append(pre)
+                    bound = bound | set(names)
+                    run, run_bound, guard = [rewritten], bound, (names[-1], [st])
+                else:
+                    if not run:
+                        run_bound = bound
+                    run.append(st)
+                    if guard is not None:
+                        guard[1].append(st)
                 if always_exits([st]):
-                    out += self.segment(run, run_bound, in_loop)
+                    flush()
                     return out, EXITED
             else:
-                if run:
-                    out += self.segment(run, run_bound, in_loop)
-                    run = []
+                flush()
                 out.append(self.python_statement(st, bound, in_loop))
-            after = _definitely(st, bound)
-            if isinstance(after, _Exited):
+            after = definitely_one(st, bound)
+            if isinstance(after, Exited):
                 return out, after
             bound = after
-        if run:
-            out += self.segment(run, run_bound, in_loop)
+        flush()
         return out, bound
+
+    def hoist(self, st: ast.stmt, exprs: list[ast.expr]) -> tuple[ast.stmt, ast.stmt, list[str]]:
+        """`st` with `exprs` (Python-only values: a dict's item, a length) read into names before it:
+        (the statement reading the names, the `try` that reads them, [the names..., its success flag])."""
+        n = len(self.origins)
+        names = [f"__ppy_value{n}_{k}" for k in range(len(exprs))]
+        ok = f"__ppy_read{n}"
+        rewritten = hoisting.replace(st, {id(e): name for e, name in zip(exprs, names, strict=True)})
+        self.origins[id(rewritten)] = st
+        self.locals |= {*names, ok}
+        reads = [ast.Assign(targets=[hoisting.store(name)], value=e) for name, e in zip(names, exprs, strict=True)]
+        pre = ast.Try(
+            body=reads,
+            handlers=[
+                ast.ExceptHandler(
+                    type=hoisting.load("Exception"),
+                    name=None,
+                    body=[ast.Assign(targets=[hoisting.store(ok)], value=hoisting.const(False))],
+                )
+            ],
+            orelse=[ast.Assign(targets=[hoisting.store(ok)], value=hoisting.const(True))],
+            finalbody=[],
+        )
+        for node in ast.walk(pre):
+            if isinstance(node, (ast.stmt, ast.excepthandler)) or node is pre:
+                ast.copy_location(node, st)
+        ast.fix_missing_locations(pre)
+        return rewritten, pre, [*names, ok]
 
     def python_statement(self, st: ast.stmt, bound: set[str], in_loop: bool) -> ast.stmt:
         """`st` as the driver runs it: itself, or its header with its blocks split."""
@@ -387,14 +289,14 @@ class _Splitter:
             return st
         new = copy.copy(st)
         if isinstance(st, ast.If):
-            inner = bound | _walrus(st.test)
+            inner = bound | walrus(st.test)
             new.body = self.block(st.body, inner, in_loop)[0]
             new.orelse = self.block(st.orelse, inner, in_loop)[0] if st.orelse else []
         elif isinstance(st, (ast.For, ast.AsyncFor)):
             new.body = self.block(st.body, bound | stored([st.target]), True)[0]
             new.orelse = self.block(st.orelse, bound, in_loop)[0] if st.orelse else []
         elif isinstance(st, ast.While):
-            new.body = self.block(st.body, bound | _walrus(st.test), True)[0]
+            new.body = self.block(st.body, bound | walrus(st.test), True)[0]
             new.orelse = self.block(st.orelse, bound, in_loop)[0] if st.orelse else []
         elif isinstance(st, (ast.With, ast.AsyncWith)):
             names = stored([i.optional_vars for i in st.items if i.optional_vars is not None])
@@ -434,8 +336,8 @@ class _Splitter:
                 if not piece:
                     piece_bound = bound
                 piece.append(st)
-            after = _definitely(st, bound)
-            if isinstance(after, _Exited):
+            after = definitely_one(st, bound)
+            if isinstance(after, Exited):
                 break
             bound = after
         if piece:
@@ -521,7 +423,7 @@ def binds(st: ast.stmt, names: list[str]) -> bool:
     if isinstance(st, (ast.With, ast.AsyncWith)):
         return bool(stored([i.optional_vars for i in st.items if i.optional_vars is not None]) & set(names))
     if isinstance(st, COMPOUND + (ast.Match,)):
-        return bool(_walrus(getattr(st, "test", None)) & set(names))
+        return bool(walrus(getattr(st, "test", None)) & set(names))
     return bool(stored([st]) & set(names))
 
 
