@@ -74,6 +74,7 @@ class Splitter:
         self._made: dict[tuple, Part] = {}  # segments by what they are: kept across splits
         self.hoists: dict[int, list[ast.expr]] = {}  # id(statement) -> values read in Python just before it
         self.origins: dict[int, ast.stmt] = {}  # id(a statement rewritten to read them) -> the statement
+        self.signature: str | None = None  # why the arguments are bound in Python, if that split it
         self._lock = threading.RLock()
 
     # -- Variants.around ----------------------------------------------------------------------------
@@ -90,7 +91,7 @@ class Splitter:
         statement only reads it, else make the statement a break. True if the function was split again."""
         points = self._points(failure)
         if not points:
-            return False
+            return self._split_at_signature(failure)
         hoists: list[tuple[ast.stmt, ast.expr]] = []
         breaks: list[ast.stmt] = []
         refused = bool(getattr(failure, "uses", ()))  # a value no region takes (a dict, an object): read in Python
@@ -117,6 +118,18 @@ class Splitter:
         except splitting.NotSplittable:
             self.hoists, self.breaks = saved
             return False
+        return True
+
+    def _split_at_signature(self, failure: CompileError) -> bool:
+        """An error in the parameters' annotations or defaults (`device: torch.device = None`): the driver
+        binds the arguments in Python and the body, as one segment, takes their values at its calls."""
+        node, loc = self.source.node, failure.loc
+        if loc is None or loc.filename != self.source.filename or self.signature is not None or self.parts:
+            return False
+        if not node.lineno <= loc.line < node.body[0].lineno:
+            return False
+        self.signature = failure.message
+        self._install()
         return True
 
     def add_breaks(self, statements: list[ast.stmt], why: str) -> bool:
@@ -252,6 +265,8 @@ class Splitter:
     def describe(self) -> list[str]:
         lines = ["split around what a region cannot take: these lines run as Python (breaks),"]
         lines.append("the runs between them are regions of their own")
+        if self.signature is not None:
+            lines.append(f"  the arguments are bound in Python (the driver's signature): {self.signature}")
         for st, why in sorted(self.breaks.values(), key=lambda b: b[0].lineno):
             lines.append(f"  break at line {st.lineno}: {why}")
         for exprs in self.hoists.values():
@@ -301,7 +316,8 @@ def _function(module: ast.Module, fn: Callable, cells: dict[str, Any], defaults:
     segments it calls, and `defaults`."""
     code = compile(module, fn.__code__.co_filename, "exec")
     outer = next(c for c in code.co_consts if isinstance(c, types.CodeType))
-    inner = next(c for c in outer.co_consts if isinstance(c, types.CodeType) and c.co_name == fn.__code__.co_name)
+    inner = next(c for c in outer.co_consts if isinstance(c, types.CodeType) and c.co_name == splitting.INNER)
+    inner = inner.replace(co_name=fn.__code__.co_name)
     if hasattr(inner, "co_qualname"):
         inner = inner.replace(co_qualname=fn.__code__.co_qualname)
     own = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))

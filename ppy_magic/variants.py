@@ -188,6 +188,7 @@ _NOT_KINDS = (
     "not strided",
     "device type",
     "TorchFunctionMode",
+    "TorchDispatchMode",
     "hook",
     "was replaced",
     "compiled with module.compile",

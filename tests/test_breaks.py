@@ -169,6 +169,20 @@ def uses_global_stmt(x):
     return d["x"] * SCALE
 
 
+@ppy.opt(3)
+def reads_a_dict(x, w):
+    cache = {"h": x @ w, "n": 3}
+    y = torch.tanh(cache["h"]) * cache["n"] + len(cache)
+    return y.sum(0) * cache.get("scale", 2.0)
+
+
+@ppy.opt(3)
+def missing_key(x):
+    d = {"a": x}
+    y = x.exp()
+    return torch.relu(y) + d[x.shape[0] if False else "b"]
+
+
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -214,6 +228,7 @@ CASES = {
     "with_block": lambda: (x44(), torch.randn(4, 4)),
     "kinds_from_python": lambda: (x44(), True),
     "maybe_unbound": lambda: (x44(), True),
+    "reads_a_dict": lambda: (x44(), torch.randn(4, 4)),
 }
 
 
@@ -296,6 +311,32 @@ def test_an_error_in_a_region_and_in_a_break_is_eagers_and_names_the_users_line(
         assert (frames[-1].filename, frames[-1].lineno) == (FILENAME, line), frames
 
 
+def test_a_value_no_region_takes_is_read_in_python_and_the_rest_of_its_statement_compiled(settled):
+    f = settled["reads_a_dict"]
+    text = CELL.splitlines()
+    line = next(n for n, t in enumerate(text, 1) if 'y = torch.tanh(cache["h"])' in t)
+    shown = str(ppy_magic.explain(f))
+    assert "read in Python just before" in shown and "cache['h']" in shown, shown
+    part = next(p for p in f.__dict__["__ppy_split__"].parts if p.segment.first_line == line)
+    assert part.region.__ppy_region__, shown
+    assert region_share(f, CASES["reads_a_dict"]()) >= 0.6
+
+
+def test_a_value_read_early_that_raises_raises_where_python_does(cell):
+    ns, _ = cell
+    f = ns["missing_key"]
+    x = x44()
+    for _ in range(3):
+        with pytest.raises(KeyError) as got:
+            f(x)
+        ppy_magic.wait(timeout=600)
+    with pytest.raises(KeyError) as want:
+        f.__wrapped__(x)
+    assert str(got.value) == str(want.value)
+    assert traceback.extract_tb(got.tb)[-1].lineno == traceback.extract_tb(want.tb)[-1].lineno
+    assert differences(f, (x,)) == []
+
+
 def test_a_try_around_a_region_catches_its_error(settled):
     f = settled["try_shape"]
     x, w = CASES["try_shape"]()
@@ -326,7 +367,7 @@ def test_a_region_holding_values_of_its_own_kinds_falls_back_like_any(settled):
 
 
 def test_most_aten_calls_run_in_regions(settled):
-    for name in ("with_dict", "python_list", "loop_control", "with_block", "raise_in_region"):
+    for name in ("with_dict", "python_list", "loop_control", "with_block", "reads_a_dict"):
         assert region_share(settled[name], CASES[name]()) >= 0.5, name
 
 

@@ -420,14 +420,18 @@ class Recorder(TorchDispatchMode):
 
 @pytest.mark.parametrize("name", ["gelu", "layer", "broadcast_into"])
 def test_a_dispatch_mode_sees_the_ops_eager_makes(cells, name):
-    """A Python dispatch mode turns reuse off: it sees eager's ops, none of them in place."""
+    """A Python dispatch mode sees eager's ops: the region runs its Python body under one (a region may pick
+    another overload of the same op, e.g. rsub.Tensor of a wrapped number for `1 - x`), and says why."""
     args = CALLS[name]()
+    f = cells[3][name]
+    before = f.fallbacks
     with torch.no_grad():
         with Recorder() as region:
-            r = cells[3][name](*args)
+            r = f(*args)
         with Recorder() as eager:
-            e = cells[3][name].__wrapped__(*args)
-    assert _same(r, e) and region.seen == eager.seen and cells[3][name].fallbacks == 0
+            e = f.__wrapped__(*args)
+    assert _same(r, e) and region.seen == eager.seen
+    assert f.fallbacks == before + 1 and f.last_fallback_reason == "a TorchDispatchMode is active"
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,8 @@ COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 def _walk_scope(node: ast.AST) -> Iterable[ast.AST]:
     """The nodes of `node` in its own scope: nested functions, lambdas, classes and comprehensions are
-    not entered (their default values and first iterables are)."""
-    stack = [node]
+    not entered (their default values and first iterables are), `node` itself included."""
+    stack = [ast.Module(body=[node], type_ignores=[]) if isinstance(node, ast.stmt) else node]
     while stack:
         n = stack.pop()
         yield n
@@ -50,7 +50,7 @@ def stored(nodes: Iterable[ast.AST]) -> set[str]:
                 out.add(n.id)
             elif isinstance(n, ast.NamedExpr):
                 out.add(n.target.id)
-            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not node:
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 out.add(n.name)
             elif isinstance(n, (ast.Import, ast.ImportFrom)):
                 out.update((a.asname or a.name).split(".")[0] for a in n.names)

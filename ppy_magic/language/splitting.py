@@ -400,15 +400,21 @@ class _Splitter:
 _WORK = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Compare, ast.BoolOp, ast.AugAssign, ast.IfExp)
 
 
+INNER = "__ppy_function__"  # the name `factory` gives the function: its own name in its body stays a global
+
+
 def factory(fn: ast.FunctionDef, names: list[str]) -> ast.Module:
-    """`def __ppy_outer__(<names>): <fn>; return <fn>`: compiled, its code's only function is `fn`'s,
-    with `names` as its free variables (the segments it calls, the cells it closes over)."""
+    """`def __ppy_outer__(<names>): def __ppy_function__(...): <fn's body>; return it`: compiled, its code's
+    only function is `fn`'s, with `names` as its free variables (the segments it calls, the cells it closes
+    over). Named apart, so that the function's own name in its body is the global it is in Python."""
+    fn = copy.copy(fn)
+    fn.name = INNER
     outer = _function_def(
         name="__ppy_outer__",
         args=ast.arguments(
             posonlyargs=[], args=[ast.arg(arg=n) for n in names], kwonlyargs=[], kw_defaults=[], defaults=[]
         ),
-        body=[fn, ast.Return(value=ast.Name(id=fn.name, ctx=ast.Load()))],
+        body=[fn, ast.Return(value=ast.Name(id=INNER, ctx=ast.Load()))],
         decorator_list=[],
         returns=None,
     )

@@ -18,6 +18,7 @@
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/Device.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
@@ -692,6 +693,10 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
 
   if (at::impl::torch_function_mode_enabled())
     return fall_back(self, "a TorchFunctionMode is active", args, nargsf, kwnames);
+  // A TorchDispatchMode sees every ATen call: it gets eager's (a region may pick another overload, e.g.
+  // rsub.Tensor of a wrapped number where eager's `1 - x` calls rsub.Scalar).
+  if (c10::impl::dispatch_mode_enabled())
+    return fall_back(self, "a TorchDispatchMode is active", args, nargsf, kwnames);
 
   // The reason a call is not taken is the first variant's (the one the cell built, if any): the others
   // were built for other kinds, and their reasons say less about this call.
