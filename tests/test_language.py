@@ -346,7 +346,7 @@ def test_what_stays_python_says_where_and_why(cell):
     [
         ("    for i in range(3):\n        del x\n    return x", "at 5:9", "`del`"),
         ("    y = f'{x}'\n    return x", "at 4:9", "f-string"),
-        ("    return x.tolist()", "at 4:12", "tolist"),
+        ("    return x.tolist()", "at 4:5", "tolist"),  # its numbers serve `for` and len() only
         ("    return {'a': x}", "at 4:12", "dict"),
         ("    for i in 'abc':\n        pass\n    return x", "at 4:14", "iterating over str"),
         ("    y = torch.einsum(x, [0, 1])\n    return y", "at 4:9", "sublist"),

@@ -22,10 +22,20 @@ from ..language.modules import Plan
 from . import cpp, levels
 from .cpp import NAME, atom, cpp_literal
 
-__all__ = ["ABI_HEADER", "REGION_HEADER", "CellCode", "RegionSpec", "cpp_by_line", "cpp_literal", "generate"]
+__all__ = [
+    "ABI_HEADER",
+    "NATIVE_HEADER",
+    "REGION_HEADER",
+    "CellCode",
+    "RegionSpec",
+    "cpp_by_line",
+    "cpp_literal",
+    "generate",
+]
 
 ABI_HEADER = "ppy_abi.h"
 REGION_HEADER = "ppy_region.h"
+NATIVE_HEADER = "ppy_native.h"  # included by REGION_HEADER
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,8 @@ CPP_TYPES = {
     Kind.TENSOR_LIST: "ppy::List<at::Tensor>",
     Kind.INT_LIST: "ppy::List<int64_t>",
     Kind.FLOAT_LIST: "ppy::List<double>",
+    Kind.NUMBERS: "ppy::Numbers",
+    Kind.GRAD_MODE: "ppy::GradMode",
 }
 SCALAR_TYPES = {Kind.FLOAT: "double", Kind.INT: "int64_t", Kind.BOOL: "bool"}
 # What a variable declared before it is set (a join of branches, a loop-carried value) starts as.
@@ -59,7 +61,16 @@ DECLARED_INIT = {
     Kind.DEVICE: " = at::Device(at::kCPU)",
 }
 # Parameters of these kinds are passed to helpers by const reference.
-BY_REFERENCE = (Kind.TENSOR, Kind.TENSORS, Kind.INTS, Kind.STR, Kind.OPT_TENSOR, Kind.NUMBER, *ir.LIST_KINDS)
+BY_REFERENCE = (
+    Kind.TENSOR,
+    Kind.TENSORS,
+    Kind.INTS,
+    Kind.STR,
+    Kind.OPT_TENSOR,
+    Kind.NUMBER,
+    Kind.NUMBERS,
+    *ir.LIST_KINDS,
+)
 NULLOPT = "std::nullopt"
 
 
@@ -174,6 +185,24 @@ def _ints_make(args: list[str]) -> str:
 
 def _str_concat(args: list[str]) -> str:
     return "(std::string() + " + " + ".join(f"ppy::py_str({a})" for a in args) + ")"
+
+
+def _numbers(args: list[str], first: int) -> tuple[str, str]:
+    """The sizes and the numbers of tensor_new and legacy_tensor, from operand `first` (the count of sizes) on."""
+    d = int(args[first].removeprefix("INT64_C(").removesuffix(")"))
+    sizes = args[first + 1 : first + 1 + d]
+    values = args[first + 1 + d :]
+    return "std::vector<int64_t>{" + ", ".join(sizes) + "}", "std::vector<at::Scalar>{" + ", ".join(values) + "}"
+
+
+def _tensor_new(args: list[str]) -> str:
+    sizes, values = _numbers(args, 3)
+    return f"ppy::tensor_new({args[0]}, ppy::device_of({args[1]}), {args[2]}, {sizes}, {values})"
+
+
+def _legacy_tensor(args: list[str]) -> str:
+    sizes, values = _numbers(args, 1)
+    return f"ppy::legacy_tensor({args[0]}, {sizes}, {values})"
 
 
 def _checked(fn: str) -> str:
@@ -342,6 +371,19 @@ INTRINSICS: dict[str, Template] = {
     "modules_item": "ppy::module_item({0}, {1})",
     "modules_at": "{0}->m[{1}].m",
     "check_nonempty": "ppy::check_nonempty({0}, {1}.c_str())",
+    # tensors made from Python numbers, numbers read from tensors
+    "tensor_new": _tensor_new,
+    "tensor_new_seq": "ppy::tensor_new_seq({0}, ppy::device_of({1}), {2}, {3})",
+    "tensor_copy": "ppy::tensor_copy({0}, {1}, ppy::device_of({2}), {3})",
+    "legacy_tensor": _legacy_tensor,
+    "tensor_type_name": "ppy::tensor_type_name({0})",
+    "tensor_tolist": "ppy::tensor_tolist({0})",
+    "numbers_len": "ppy::numbers_len({0})",
+    "range_list": "ppy::range_list({0}, {1}, {2})",
+    # grad mode
+    "grad_mode_enter": "ppy::GradMode({0})",
+    "grad_mode_exit": "{0}.exit()",
+    "set_grad_enabled": "c10::GradMode::set_enabled({0})",
 }
 
 _PLACEHOLDER = re.compile(r"\{(\d+)\}")
@@ -486,7 +528,8 @@ def index(items: tuple[ir.IndexItem, ...], tensor: Any) -> str:
     for it in items:
         if it.what == "list":
             values = ", ".join(f"static_cast<int64_t>({atom(a)})" for a in it.atoms)
-            parts.append(f"at::indexing::TensorIndex(ppy::index_list({atom(tensor)}, {{{values}}}))")
+            values = f"{{{values}}}" if it.atoms else "at::ArrayRef<int64_t>()"  # x[[]]: an empty Long index
+            parts.append(f"at::indexing::TensorIndex(ppy::index_list({atom(tensor)}, {values}))")
         elif it.what == "ints":
             parts.append(f"at::indexing::TensorIndex(ppy::index_list({atom(tensor)}, {atom(it.atoms[0])}.vec()))")
         elif it.what == "int":

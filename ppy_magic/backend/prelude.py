@@ -53,7 +53,7 @@ def _local_headers() -> tuple[str, ...]:
     """The package's own headers every cell includes (codegen's TU head), in the runtime directory."""
     from . import codegen
 
-    return (codegen.REGION_HEADER, codegen.ABI_HEADER)
+    return (codegen.REGION_HEADER, codegen.ABI_HEADER, codegen.NATIVE_HEADER)
 
 
 def op_headers() -> tuple[str, ...]:

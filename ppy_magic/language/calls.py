@@ -61,6 +61,10 @@ def _consumes(node: ast.Call, fn: Any) -> bool:
 class CallCompiler:
     # calls
     def visit_Call(self, node: ast.Call) -> Any:
+        f = node.func
+        literal = isinstance(f, ast.Attribute) and isinstance(f.value, ast.Constant) and isinstance(f.value.value, str)
+        if literal and f.attr == "format":
+            return self.str_format(node)  # "...".format(...) of a literal (python_forms)
         func = self.value(node.func)
         if isinstance(func, Static) and func.value in CONSUMERS and _consumes(node, func.value):
             return self.consume(node, func.value)  # arguments evaluated as the builtin's loop needs them
@@ -129,6 +133,10 @@ class CallCompiler:
             return self.intrinsic("tensor_dim", Kind.INT, t)
         if name == "numel" and not args and not kwargs:
             return self.intrinsic("tensor_numel", Kind.INT, t)
+        if name == "type":
+            return self.tensor_type(node, t, args, kwargs)
+        if name == "tolist":
+            return self.tensor_tolist(node, t, args, kwargs)
         if name == "item" and not args and not kwargs:  # a Python number whose type the dtype decides
             return self.call_op(node, ops.OpSpec("item"), [t], {}, method=True, display="Tensor.item")
         adapter = adapters.METHODS.get(name)
@@ -157,6 +165,9 @@ class CallCompiler:
             return self.type_info_call(node, fn, args, kwargs)
         if fn in MATH_FUNCTIONS:
             return self.math_call(node, fn, args, kwargs)
+        made = self.constructor_call(node, fn, args, kwargs)  # torch.tensor, torch.FloatTensor, ... (constructors)
+        if made is not NotImplemented:
+            return made
         if fn in (len, int, float, bool, str, abs, min, max, isinstance):
             return self.builtin_call(node, fn, args, kwargs)
         if fn in CONSUMERS:
@@ -241,7 +252,7 @@ class CallCompiler:
                 torch.device: (Kind.DEVICE,),
                 str: (Kind.STR,),
                 tuple: (Kind.INTS, Kind.TENSORS),  # run-time tuples (a torch.Size is one)
-                list: ir.LIST_KINDS,
+                list: (*ir.LIST_KINDS, Kind.NUMBERS),
             }
             if want in kinds:
                 v = args[0]
@@ -285,6 +296,8 @@ class CallCompiler:
                     return self.intrinsic("tensor_len", Kind.INT, v)
                 if kind in ir.SEQUENCE_KINDS:
                     return self.intrinsic("seq_len", Kind.INT, v)
+                if kind == Kind.NUMBERS:
+                    return self.intrinsic("numbers_len", Kind.INT, v)
             if kind == Kind.TENSOR and fn in (float, int, bool):  # Tensor.__float__/__int__/__bool__
                 if fn is bool:
                     return self.truth_of(node, v)

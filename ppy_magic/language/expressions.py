@@ -1,9 +1,8 @@
 """Expressions of the region language: names, attributes, f-strings, arithmetic, truth, comparisons.
 
-A mixin of ``function.FunctionCompiler``: each ``visit_<Node>`` returns a value
-(an ``ir`` atom, an ``ir.Tup`` or a ``Static``), emitting the statements that
-compute it in Python's evaluation order. What is not an ATen op is an intrinsic
-(``ir.INTRINSICS``), chosen from the tables in ``values.py``.
+A mixin of ``function.FunctionCompiler``: each ``visit_<Node>`` returns a value (an ``ir`` atom, an
+``ir.Tup`` or a ``Static``), emitting the statements that compute it in Python's evaluation order.
+What is not an ATen op is an intrinsic (``ir.INTRINSICS``), chosen from the tables in ``values.py``.
 """
 
 from __future__ import annotations
@@ -221,6 +220,8 @@ class ExpressionCompiler:
         return self.binop(node, node.op, lhs, rhs)
 
     def binop(self, node: ast.AST, op: ast.operator, lhs: Any, rhs: Any) -> Any:
+        if type(op) is ast.Mod and getattr(lhs, "kind", None) == Kind.STR:  # "..." % values (python_forms)
+            return self.percent_format(node, lhs, rhs)
         symbol = SYMBOLS.get(type(op), type(op).__name__)
         lists = self.list_binop(node, op, lhs, rhs)
         if lists is not None:

@@ -27,13 +27,16 @@ from typing import Any
 from ..errors import CompileError, Location, debug
 from . import ir, ops, param_kinds
 from .calls import CallCompiler
+from .constructors import ConstructorCompiler
 from .expressions import ExpressionCompiler
+from .grad_modes import GradModeCompiler
 from .indexing import IndexCompiler
 from .ir import Kind
 from .lists import ListCompiler, RuntimeListNeeded
 from .loops import LoopCompiler, LoopFrame, _Widen
 from .modules import LayoutBuilder, ModuleCompiler, freeze_plan
 from .namespace import Globals, function_key
+from .python_forms import PythonFormCompiler
 from .pyvalues import PyValueCompiler
 from .statements import StatementCompiler
 from .values import HINTS, KwArgs, ModuleValue, Static, Unsupported, constant, describe_node
@@ -87,6 +90,7 @@ class Context:
     list_kinds: dict[Any, Kind] = field(default_factory=dict)  # list displays that must be run-time lists
     call: Any = None  # call_values.CallValues: compiled at a call, what its values said
     specialised_reads: set[tuple[str, int]] = field(default_factory=set)  # (what, line) read as a constant
+    grad_enabling: bool = False  # a block may turn grad mode on (grad_modes.py): built at level 1
 
 
 @dataclass
@@ -105,6 +109,9 @@ class FunctionCompiler(
     ExpressionCompiler,
     IndexCompiler,
     CallCompiler,
+    ConstructorCompiler,
+    PythonFormCompiler,
+    GradModeCompiler,
     PyValueCompiler,
     ModuleCompiler,
     ast.NodeVisitor,
@@ -493,7 +500,7 @@ def _translate_once(
         qualname=f"{owner.name}.{fn.name}" if owner is not None else fn.name,
         params=tuple(params),
         body=tuple(comp.body),
-        level=level,
+        level=min(level, 1) if ctx.grad_enabling else level,
         filename=filename,
         first_line=function_key(fn)[1],
         def_line=fn.lineno,

@@ -13,6 +13,7 @@ from typing import Any
 
 from . import ir, ops
 from .ir import Kind
+from .namespace import static_value
 from .values import ModuleValue, Static
 
 
@@ -85,9 +86,17 @@ class IndexCompiler:
         return self.intrinsic("seq_get", ir.ITEM_KIND[base.kind], base, self.as_int(idx))
 
     def index_items(self, sl: ast.expr) -> tuple[ir.IndexItem, ...]:
-        elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        elts: list[Any] = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
+        if not isinstance(sl, (ast.Tuple, ast.Slice)) and not self.is_range(sl):
+            whole = self.value(sl)
+            # a tuple is the index's items (`i = (0, 1); x[i]` is x[0, 1]); anything else is one item
+            elts = [(sl, v) for v in whole.items] if isinstance(whole, ir.Tup) and not whole.is_list else [(sl, whole)]
         items = []
         for e in elts:
+            e, given = e if isinstance(e, tuple) else (e, None)
+            if self.is_range(e):  # x[range(n)]: the range's ints, a Long index tensor
+                items.append(self.range_index(e))
+                continue
             if isinstance(e, ast.Slice):
                 parts = []
                 for p in (e.lower, e.upper, e.step):
@@ -100,7 +109,7 @@ class IndexCompiler:
                     parts.append(None if v is None or (isinstance(v, ir.Const) and v.kind == Kind.NONE) else v)
                 items.append(ir.IndexItem("slice", tuple(parts)))
                 continue
-            v = self.value(e)
+            v = self.value(e) if given is None else given
             if isinstance(v, Static) and v.value is Ellipsis:
                 items.append(ir.IndexItem("ellipsis"))
             elif isinstance(v, ir.Const) and v.kind == Kind.NONE:
@@ -111,7 +120,7 @@ class IndexCompiler:
                 items.append(ir.IndexItem("bool", (v,)))
             elif getattr(v, "kind", None) == Kind.TENSOR:
                 items.append(ir.IndexItem("tensor", (v,)))
-            elif isinstance(v, ir.Tup) and v.items and all(getattr(i, "kind", None) == Kind.INT for i in v.items):
+            elif isinstance(v, ir.Tup) and all(getattr(i, "kind", None) == Kind.INT for i in v.items):
                 items.append(ir.IndexItem("list", tuple(v.items)))  # x[:, [0, -1]]: a Long index tensor
             elif getattr(v, "kind", None) == Kind.INT_LIST:
                 items.append(ir.IndexItem("ints", (v,)))  # a run-time list of ints: a Long index tensor too
@@ -122,6 +131,9 @@ class IndexCompiler:
                     "Index with ints, slices, None, ..., or tensors.",
                 )
         return tuple(items)
+
+    def is_range(self, e: ast.expr) -> bool:
+        return isinstance(e, ast.Call) and not e.keywords and static_value(e.func, self.g) is range
 
     def getitem(self, node: ast.AST, base: ir.Atom, index: tuple[ir.IndexItem, ...]) -> ir.Var:
         return self.assign(ir.GetItem(base, index), Kind.TENSOR)

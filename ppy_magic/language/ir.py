@@ -47,6 +47,8 @@ class Kind(str, Enum):
     INT_LIST = "j"  # a Python list of ints
     FLOAT_LIST = "g"  # a Python list of floats
     CONSTANT = "K"  # a parameter specialised to the value of the call a variant was built for: compared, not passed
+    NUMBERS = "q"  # what x.tolist() gives: its items as Python numbers (for `for` and len() only, never a parameter)
+    GRAD_MODE = "w"  # the grad mode a `with torch.no_grad():` block set, restored when it is left (never a value)
 
     def __str__(self) -> str:
         return self.value
@@ -81,6 +83,8 @@ KIND_NAMES = {
     Kind.INT_LIST: "a list of ints",
     Kind.FLOAT_LIST: "a list of floats",
     Kind.CONSTANT: "a value the variant was specialised for",
+    Kind.NUMBERS: "a list of numbers (x.tolist())",
+    Kind.GRAD_MODE: "a grad mode",
 }
 # Parameters that hold one of two kinds, told apart at run time: the kinds (the first when the
 # runtime's selector is set). Their functions are compiled once per combination (function.translate).
@@ -291,6 +295,23 @@ INTRINSICS: dict[str, str] = {
     "modules_item": "modules[i], as ModuleList and Sequential index (IndexError); operands (modules, i)",
     "modules_at": "modules[i], 0 <= i < len known to hold",
     "check_nonempty": "raise ValueError(message) as min()/max() do when their iterable is empty (operands: n, message)",
+    # tensors made from Python numbers, and numbers read from tensors (ppy_native.h)
+    "tensor_new": "torch.tensor(numbers): operands dtype (None: inferred), device (None, a device or a str), "
+    "requires_grad, the number of dimensions d, d sizes, then the numbers in row-major order",
+    "tensor_new_seq": "torch.tensor(s) of a run-time sequence of numbers: operands dtype, device, requires_grad, s",
+    "tensor_copy": "torch.tensor(t) of a tensor (eager's warning; a detached copy): operands t, dtype, device, "
+    "requires_grad",
+    "legacy_tensor": "torch.FloatTensor([...]) and the like: operands dtype (None: the default dtype), d, d sizes, "
+    "then the numbers",
+    "tensor_type_name": "x.type(): 'torch.FloatTensor', ...",
+    "tensor_tolist": "x.tolist() of a 1-d (or 0-d) tensor: its items as numbers (a list of numbers)",
+    "numbers_len": "len() of a list of numbers from x.tolist()",
+    "range_list": "the ints of range(start, stop, step) as a list of ints (x[range(...)])",
+    # grad mode
+    "grad_mode_enter": "enter a block with grad mode set to the operand: a guard restoring the previous mode when "
+    "the block is left by any path",
+    "grad_mode_exit": "the block's normal end: restore the mode its guard saved",
+    "set_grad_enabled": "torch.set_grad_enabled(b) called for its effect: the mode from now on",
 }
 
 

@@ -85,6 +85,9 @@ class LoopFrame:
     line: int = 0
 
 
+_ITEM_KIND = {**ir.ITEM_KIND, Kind.NUMBERS: Kind.NUMBER}  # and x.tolist()'s numbers, which only loops read
+
+
 def stored_names(stmts: list[ast.stmt] | list[ast.expr]) -> set[str]:
     """Names bound by these statements, not counting nested comprehension scopes."""
     out: set[str] = set()
@@ -141,7 +144,7 @@ class LoopCompiler:
             lambda _value: None,
             head,
             node.body,
-            stored_names(node.body),
+            stored_names(node.body) | stored_names([node.test]),  # `while (n := n - 1) > 0:` rebinds n
             node.orelse,
             endless=test is not None,
         )
@@ -256,7 +259,7 @@ class LoopCompiler:
             self.check("check_iterable", value)
             rows = self.call_op(node, ops.OpSpec("unbind"), [value], {}, method=True, display="Tensor.__iter__")
             return SequenceIteration((rows,), ("item", 0))
-        if kind in ir.SEQUENCE_KINDS:
+        if kind in (*ir.SEQUENCE_KINDS, Kind.NUMBERS):  # NUMBERS: x.tolist(), a TypeError if x was 0-d
             return SequenceIteration((value,), ("item", 0))
         raise self.error(node, f"iterating over {ops.describe(value)} is not supported in a region")
 
@@ -326,6 +329,8 @@ class LoopCompiler:
             modules = self.value_iteration(node, arg, runtime)
             assert isinstance(modules, StaticIteration)
             return StaticIteration(tuple(reversed(modules.items)))
+        if getattr(arg, "kind", None) == Kind.NUMBERS:  # a 0-d tensor's number is "not reversible", not "not iterable"
+            raise self.error(node, "reversed() of x.tolist() is not supported in a region; iterate x.flip(0).tolist()")
         part = self.value_iteration(node, arg)
         (seq,) = part.seqs  # a list's reverse iterator starts at its last item, as it is when reversed() runs
         n = self.intrinsic("seq_len", Kind.INT, seq)
@@ -466,7 +471,7 @@ class LoopCompiler:
             last, minus_one = it.last, ir.Const(-1, Kind.INT)
             value = self.intrinsic("range_item", Kind.INT, it.start, it.step, k)
             return value, lambda body: ir.For(k, last, minus_one, minus_one, body, line)
-        items = tuple(self.new_var("item", ir.ITEM_KIND[q.kind]) for q in it.seqs)
+        items = tuple(self.new_var("item", _ITEM_KIND[q.kind]) for q in it.seqs)
         index = self.new_var("k", Kind.INT) if _uses_index(it.shape) else None
 
         def build(shape: Any) -> Any:

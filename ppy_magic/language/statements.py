@@ -40,6 +40,8 @@ class StatementCompiler:
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return None  # a docstring or a string used as a comment
+        if self.set_grad_enabled_statement(node.value):  # torch.set_grad_enabled(b) for its effect (grad_modes)
+            return None
         if isinstance(node.value, ast.Call) and (self._is_effect_call(node.value) or self._is_procedure(node.value)):
             self.value(node.value)  # evaluated for its effect (an in-place method, a list's, a procedure's)
             return None

@@ -858,3 +858,5 @@ inline const Arg* module_item(const Arg* list, int64_t i) {
 }
 
 }  // namespace ppy
+
+#include "ppy_native.h"
