@@ -102,6 +102,11 @@ def lists(x):
 
 
 @ppy.opt(3)
+def tolist_len(x):
+    return len(x.tolist()), x * 2
+
+
+@ppy.opt(3)
 def forms(x, n: int, s: str):
     if (d := x.dim()) > 1:
         y = x * d
@@ -241,7 +246,8 @@ def test_tensor_type(ns):
 def test_tolist_in_for_and_len(ns):
     for x in (t(5), t(0), t(4, dtype=torch.int32), (t(4) > 0), t(3, dtype=torch.float64), torch.tensor(1.5)):
         same(ns["lists"], x)
-    with pytest.raises(NotImplementedError, match="1-d tensors"):
+    same(ns["tolist_len"], t(3, 2))  # len() of a list of lists: its rows
+    with pytest.raises(NotImplementedError, match="only a 1-d tensor's are numbers"):
         ns["lists"](t(2, 2))
 
 

@@ -304,7 +304,7 @@ INTRINSICS: dict[str, str] = {
     "legacy_tensor": "torch.FloatTensor([...]) and the like: operands dtype (None: the default dtype), d, d sizes, "
     "then the numbers",
     "tensor_type_name": "x.type(): 'torch.FloatTensor', ...",
-    "tensor_tolist": "x.tolist() of a 1-d (or 0-d) tensor: its items as numbers (a list of numbers)",
+    "tensor_tolist": "x.tolist(): a 1-d tensor's items as numbers (a list of numbers; of more dimensions, len() only)",
     "numbers_len": "len() of a list of numbers from x.tolist()",
     "range_list": "the ints of range(start, stop, step) as a list of ints (x[range(...)])",
     # grad mode

@@ -206,19 +206,27 @@ inline std::string tensor_type_name(const at::Tensor& t) {
 // ---- Tensor.tolist() of a 1-d tensor: its items as Python numbers ----
 // A 0-d tensor's tolist() is a number, which Python neither iterates nor measures: the errors come
 // where the list is used, as they would.
+// A tensor of more dimensions gives a list of lists: len() of it is its rows, but its items are not
+// numbers, so iterating it raises (a region has no kind for them) rather than guess.
 struct Numbers {
   std::vector<at::Scalar> items;
   int64_t dim = 1;
+  int64_t rows = 0;  // size(0)
   const char* type = "int";  // of a 0-d tensor's number, for the errors
   size_t size() const {
     if (dim == 0) raise(PyError::TypeError, std::string("'") + type + "' object is not iterable");
+    if (dim > 1) {
+      raise(PyError::NotImplementedError,
+            "iterating x.tolist() of a " + std::to_string(dim) +
+                "-d tensor in a region: its items are lists; only a 1-d tensor's are numbers there");
+    }
     return items.size();
   }
   const at::Scalar& operator[](size_t k) const { return items[k]; }
 };
 inline int64_t numbers_len(const Numbers& n) {
   if (n.dim == 0) raise(PyError::TypeError, std::string("object of type '") + n.type + "' has no len()");
-  return static_cast<int64_t>(n.items.size());
+  return n.dim > 1 ? n.rows : static_cast<int64_t>(n.items.size());
 }
 // load_scalar: one element as the Python number tolist() makes of it.
 inline at::Scalar load_number(const char* p, at::ScalarType type) {
@@ -247,16 +255,15 @@ inline at::Scalar load_number(const char* p, at::ScalarType type) {
   }
 }
 inline Numbers tensor_tolist(const at::Tensor& tensor) {
-  if (tensor.dim() > 1) {
-    raise(PyError::NotImplementedError,
-          "x.tolist() of a " + std::to_string(tensor.dim()) +
-              "-d tensor in a region: only 1-d tensors (and 0-d ones) are read as lists there");
-  }
   at::Tensor data = tensor.resolve_conj().resolve_neg();
   if (!data.device().is_cpu()) data = data.toBackend(c10::Backend::CPU);
   TORCH_CHECK(tensor.numel() == 0 || data.const_data_ptr(), "tolist() shouldn't be called on a tensor with unallocated storage");
   Numbers out;
   out.dim = data.dim();
+  if (out.dim > 1) {
+    out.rows = data.size(0);
+    return out;
+  }
   const at::ScalarType type = data.scalar_type();
   const char* p = static_cast<const char*>(data.const_data_ptr());
   const int64_t size = static_cast<int64_t>(data.dtype().itemsize());
