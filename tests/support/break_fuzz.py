@@ -406,6 +406,8 @@ class Result:
 
     def reproduction(self) -> str:
         lines = [CELL_HEADER.rstrip(), "", self.source().rstrip(), ""]
+        if "helper_" in lines[2]:
+            lines.append("# helper_*: tests.support.break_fuzz.HELPERS, defined outside the cell (namespace())")
         for i, a in enumerate(self.program.inputs()):
             lines.append(
                 f"# arg {i}: torch.randn({tuple(a.shape)}, dtype={a.dtype}) * 1.5, requires_grad={a.requires_grad}"
