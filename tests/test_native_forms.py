@@ -91,9 +91,9 @@ def bad_type(x):
 @ppy.opt(3)
 def lists(x):
     total = 0.0
-    for v in x.tolist():
+    for v in x.flatten().tolist():
         total = total + v
-    vals = x.tolist()
+    vals = x.view(-1).tolist()
     n = 0
     for i, v in enumerate(vals):
         if v > 0:
@@ -244,11 +244,17 @@ def test_tensor_type(ns):
 
 
 def test_tolist_in_for_and_len(ns):
-    for x in (t(5), t(0), t(4, dtype=torch.int32), (t(4) > 0), t(3, dtype=torch.float64), torch.tensor(1.5)):
+    for x in (t(5), t(0), t(4, dtype=torch.int32), (t(4) > 0), t(3, dtype=torch.float64), t(2, 2)):
         same(ns["lists"], x)
     same(ns["tolist_len"], t(3, 2))  # len() of a list of lists: its rows
-    with pytest.raises(NotImplementedError, match="only a 1-d tensor's are numbers"):
-        ns["lists"](t(2, 2))
+
+
+def test_iterating_tolist_of_a_tensor_of_unknown_dimensions_is_refused():
+    """Its items are numbers for a 1-d tensor and lists for more dimensions: a region has no kind for both."""
+    err = compile_error(
+        "import torch\n\ndef f(x):\n    s = 0.0\n    for v in x.tolist():\n        s = s + v\n    return s\n"
+    )
+    assert "1-d for certain" in err.reason and err.loc.line == 5
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 4])

@@ -180,7 +180,21 @@ class ConstructorCompiler:
     def tensor_tolist(self, node: ast.Call, t: ir.Var, args: list, kwargs: dict) -> ir.Var:
         if args or kwargs:
             raise self.error(node, "Tensor.tolist() takes no arguments")
-        return self.intrinsic("tensor_tolist", Kind.NUMBERS, t)
+        numbers = self.intrinsic("tensor_tolist", Kind.NUMBERS, t)
+        receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
+        if receiver is not None and _one_dimensional(receiver):
+            self.__dict__.setdefault("one_d_numbers", set()).add(numbers.name)
+        return numbers
+
+    def iterable_numbers(self, node: ast.AST, value: ir.Var) -> None:
+        """Iterating x.tolist() is exact only where x is 1-d: of more dimensions its items are lists."""
+        if value.name not in self.__dict__.get("one_d_numbers", ()):
+            raise self.error(
+                node,
+                "iterating x.tolist() is compiled only where x is 1-d for certain (its items are numbers): "
+                "x.flatten().tolist(), x.view(-1).tolist(), torch.arange(...).tolist()",
+                "Flatten it first, or let this loop run as Python.",
+            )
 
     # -- builtins ----------------------------------------------------------------------------------------
     def callable_call(self, node: ast.Call, args: list, kwargs: dict) -> ir.Const:
@@ -212,3 +226,22 @@ class ConstructorCompiler:
             values = range(it.start.value, it.stop.value, it.step.value)
             return ir.IndexItem("list", tuple(ir.Const(v, Kind.INT) for v in values))
         return ir.IndexItem("ints", (self.intrinsic("range_list", Kind.INT_LIST, it.start, it.stop, it.step),))
+
+
+def _one_dimensional(node: ast.expr) -> bool:
+    """An expression that makes a 1-d tensor whatever its inputs: flatten/ravel, view(-1)/reshape(-1),
+    torch.arange/randperm."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return False
+    attr, args = node.func.attr, node.args
+    if attr in ("flatten", "ravel") and not args and not node.keywords:
+        return True
+    if attr in ("view", "reshape") and len(args) == 1 and not node.keywords:
+        a = args[0]
+        return (
+            isinstance(a, ast.UnaryOp)
+            and isinstance(a.op, ast.USub)
+            and isinstance(a.operand, ast.Constant)
+            and a.operand.value == 1
+        )
+    return attr in ("arange", "randperm") and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"

@@ -259,7 +259,9 @@ class LoopCompiler:
             self.check("check_iterable", value)
             rows = self.call_op(node, ops.OpSpec("unbind"), [value], {}, method=True, display="Tensor.__iter__")
             return SequenceIteration((rows,), ("item", 0))
-        if kind in (*ir.SEQUENCE_KINDS, Kind.NUMBERS):  # NUMBERS: x.tolist(), a TypeError if x was 0-d
+        if kind == Kind.NUMBERS:  # x.tolist(): a TypeError if x was 0-d; known 1-d, else its items are lists
+            self.iterable_numbers(node, value)
+        if kind in (*ir.SEQUENCE_KINDS, Kind.NUMBERS):
             return SequenceIteration((value,), ("item", 0))
         raise self.error(node, f"iterating over {ops.describe(value)} is not supported in a region")
 
