@@ -62,14 +62,42 @@ def stored(nodes: Iterable[ast.AST]) -> set[str]:
 
 
 def read(nodes: Iterable[ast.AST]) -> Counter:
-    """How often each name is read, nested scopes included (a lambda reads what it closes over)."""
+    """How often each name of the function's scope is read, nested scopes included (a lambda reads what
+    it closes over), not the names a nested scope binds itself (a comprehension's target, a lambda's
+    parameters)."""
     out: Counter = Counter()
-    for node in nodes:
-        for n in ast.walk(node):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+
+    def visit(n: ast.AST, own: frozenset) -> None:
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            if n.id not in own:
                 out[n.id] += 1
-            elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
-                out[n.target.id] += 1
+            return
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id not in own:
+            out[n.target.id] += 1
+        if isinstance(n, COMPREHENSIONS):
+            inner = own | stored(g.target for g in n.generators)
+            for k, gen in enumerate(n.generators):
+                visit(gen.iter, own if k == 0 else inner)  # the first iterable is evaluated outside
+                visit(gen.target, inner)
+                for cond in gen.ifs:
+                    visit(cond, inner)
+            for part in (n.key, n.value) if isinstance(n, ast.DictComp) else (n.elt,):
+                visit(part, inner)
+            return
+        if isinstance(n, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in n.args.defaults + [d for d in n.args.kw_defaults if d is not None]:
+                visit(d, own)
+            for d in getattr(n, "decorator_list", ()):
+                visit(d, own)
+            inner = own | set(params(n)) | (stored(n.body) if isinstance(n.body, list) else set())
+            for part in n.body if isinstance(n.body, list) else [n.body]:
+                visit(part, frozenset(inner))
+            return
+        for child in ast.iter_child_nodes(n):
+            visit(child, own)
+
+    for node in nodes:
+        visit(node, frozenset())
     return out
 
 
