@@ -75,6 +75,8 @@ class Splitter:
         self.hoists: dict[int, list[ast.expr]] = {}  # id(statement) -> values read in Python just before it
         self.origins: dict[int, ast.stmt] = {}  # id(a statement rewritten to read them) -> the statement
         self.signature: str | None = None  # why the arguments are bound in Python, if that split it
+        self.lifts: dict[int, list[ast.stmt]] = {}  # id(a call no region takes) -> it, argument by argument
+        self.lifted: dict[int, ast.stmt] = {}  # id(one of those statements) -> the statement written
         self._lock = threading.RLock()
 
     # -- Variants.around ----------------------------------------------------------------------------
@@ -104,7 +106,8 @@ class Splitter:
             ):
                 hoists.append((original, expr))
             elif id(original) not in self.breaks:
-                breaks.append(original)
+                lifted = self._lift(original, line, col) if not refused else None
+                breaks.extend(lifted or [original])
         if not hoists and not breaks:
             return False
         saved = ({k: list(v) for k, v in self.hoists.items()}, dict(self.breaks))
@@ -119,6 +122,22 @@ class Splitter:
             self.hoists, self.breaks = saved
             return False
         return True
+
+    def _lift(self, st: ast.stmt, line: int, col: int) -> list[ast.stmt] | None:
+        """A call no region can make, with arguments that compute: the arguments become statements of their
+        own (regions, if they can), and only the call breaks (returned, to be a break)."""
+        if id(st) in self.lifts or id(st) in self.lifted:
+            return None
+        call = getattr(st, "value", None)
+        if not isinstance(call, ast.Call) or (call.lineno, call.col_offset) != (line, col):
+            return None  # the error is about an argument, not the call
+        written = hoisting.lift_call(st, len(self.lifts))
+        if written is None:
+            return None
+        self.lifts[id(st)] = written
+        for new in written:
+            self.lifted[id(new)] = st
+        return [written[0], written[-1]]  # the callee's read and the call stay Python
 
     def _split_at_signature(self, failure: CompileError) -> bool:
         """An error in the parameters' annotations or defaults (`device: torch.device = None`): the driver
@@ -144,8 +163,11 @@ class Splitter:
         return True
 
     def _original(self, st: ast.stmt) -> ast.stmt | None:
-        """The function's own statement `st` is (or was rewritten from), if it is one."""
+        """The statement of the split `st` is (one of the function's own, or one written from one of them),
+        if it is one."""
         st = self.origins.get(id(st), st)
+        if id(st) in self.lifted:
+            return st
         return st if any(st is s for s in splitting.statements(self.source.node)) else None
 
     def _points(self, failure: CompileError) -> list[tuple[ast.stmt, ast.stmt, int, int]]:
@@ -173,7 +195,7 @@ class Splitter:
     def _holding(self, node: ast.AST) -> ast.stmt | None:
         """The innermost statement (of the function or of one of its segments) holding `node`."""
         found = None
-        for fn in [self.source.node] + [p.segment.node for p in self.parts]:
+        for fn in [p.segment.node for p in self.parts] + [self.source.node]:  # as compiled, then as written
             for st in splitting.statements(fn):
                 nodes = _header(st) if isinstance(st, splitting.COMPOUND) else ast.walk(st)
                 if any(n is node for n in nodes):
@@ -228,7 +250,7 @@ class Splitter:
     def _install(self) -> None:
         node, fn = self.source.node, self.fn
         free = tuple(fn.__code__.co_freevars)
-        layout = splitting.split(node, set(self.breaks), free, hoists=self.hoists)
+        layout = splitting.split(node, set(self.breaks), free, hoists=self.hoists, lifts=self.lifts)
         self.origins.update(layout.origins)
         parts = []
         for seg in layout.segments:

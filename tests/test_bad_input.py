@@ -58,6 +58,7 @@ def no_traceback(shown: str) -> None:
 # ---- the compile-time catalogue: one cell --------------------------------------------------
 
 CELL_COMPILE = """%%ppy
+import contextlib
 import numpy as np
 import torch
 import ppy
@@ -98,7 +99,7 @@ def uses_try(x):
 
 @ppy.opt(3)
 def uses_with(x):
-    with torch.no_grad():
+    with contextlib.suppress(KeyError):
         y = x + 1
     return y
 
@@ -231,7 +232,12 @@ UNSUPPORTED = [
     ("02a", "uses_print", ["call statement", "print(", "not supported", "no side effects"], 'print("x has'),
     ("02b", "uses_match", ["`match`", "not supported"], "match x.dim()"),
     ("02c", "uses_try", ["`try`", "not supported", "handle them around the call"], "try:"),
-    ("02d", "uses_with", ["`with`", "not supported", "put the `with` around the call"], "with torch.no_grad"),
+    (
+        "02d",
+        "uses_with",
+        ["only `with torch.no_grad():`", "keep other context managers outside"],
+        "contextlib.suppress",
+    ),
     ("02f", "uses_comprehension", ["dict comprehension", "not supported"], "parts = {"),
     ("02g", "uses_yield", ["generator cannot be a region", "keep a generator as Python"], "def uses_yield"),
     ("02h", "uses_global", ["`global`", "not supported", "return the value instead"], "global LAST_INPUT"),

@@ -110,3 +110,61 @@ def store(name: str) -> ast.Name:
 
 def const(value: object) -> ast.Constant:
     return ast.Constant(value=value)
+
+
+def lift_call(st: ast.stmt, n: int) -> list[ast.stmt] | None:
+    """A statement calling what no region can (a library function, a logger), written as Python evaluates
+    it: the callee read into a name, then each argument that does work into a name of its own, then the
+    call of those names (``x = lib.f(a @ b, k=t.sum())`` -> ``c = lib.f; a0 = a @ b; a1 = t.sum();
+    x = c(a0, k=a1)``). The arguments' statements can be regions; only the call stays Python. None
+    where the statement is no such call, or nothing of it can be taken."""
+    call = st.value if isinstance(st, (ast.Expr, ast.Assign, ast.Return)) else None
+    if not isinstance(call, ast.Call) or not _chain(call.func):
+        return None
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    if any(isinstance(x, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)) for x in ast.walk(st)):
+        return None
+    if isinstance(st, ast.Assign) and not all(isinstance(t, ast.Name) for t in st.targets):
+        return None  # a target with a subscript or attribute is evaluated after the call: keep it whole
+    values = list(call.args) + [k.value for k in call.keywords]
+    if not any(_works(v) for v in values):
+        return None
+    out: list[ast.stmt] = []
+    callee = f"__ppy_call{n}"
+    out.append(_assign(callee, call.func, st))
+    names = {}
+    for k, v in enumerate(values):
+        if _works(v):
+            names[id(v)] = f"__ppy_arg{n}_{k}"
+            out.append(_assign(names[id(v)], v, st))
+    args = [load(names[id(a)]) if id(a) in names else a for a in call.args]
+    keywords = [
+        ast.keyword(arg=kw.arg, value=load(names[id(kw.value)]) if id(kw.value) in names else kw.value)
+        for kw in call.keywords
+    ]
+    new_call = ast.copy_location(ast.Call(func=load(callee), args=args, keywords=keywords), call)
+    last = copy.copy(st)
+    last.value = new_call
+    ast.fix_missing_locations(last)
+    out.append(last)
+    return out
+
+
+def _chain(node: ast.expr) -> bool:
+    """A name, or attributes of one: reading it has no effect worth ordering (`np.linalg.norm`, `log.info`)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _works(node: ast.expr) -> bool:
+    """An argument that computes something (not a name or a constant, which the call reads as cheaply)."""
+    return not isinstance(node, (ast.Name, ast.Constant))
+
+
+def _assign(name: str, value: ast.expr, at: ast.stmt) -> ast.Assign:
+    out = ast.Assign(targets=[store(name)], value=value)
+    ast.copy_location(out, at)
+    ast.fix_missing_locations(out)
+    return out

@@ -68,7 +68,7 @@ def read(nodes: Iterable[ast.AST]) -> Counter:
     out: Counter = Counter()
 
     def visit(n: ast.AST, own: frozenset) -> None:
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Load, ast.Del)):  # `del x` needs x bound
             if n.id not in own:
                 out[n.id] += 1
             return

@@ -164,25 +164,35 @@ def split(
     free: tuple[str, ...] = (),
     prefix: str = "__ppy_part",
     hoists: dict[int, list[ast.expr]] | None = None,
+    lifts: dict[int, list[ast.stmt]] | None = None,
 ) -> Split:
     """Split `fn` around the statements whose ``id`` is in `breaks` (see the module's docstring)."""
     for n in _nodes_in_scope(fn):
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             raise NotSplittable(f"`{'global' if isinstance(n, ast.Global) else 'nonlocal'}` keeps it whole")
-    return _Splitter(fn, breaks, prefix, hoists or {}).run(free)
+    return _Splitter(fn, breaks, prefix, hoists or {}, lifts or {}).run(free)
 
 
 class _Splitter:
-    def __init__(self, fn: ast.FunctionDef, breaks: set[int], prefix: str, hoists: dict[int, list[ast.expr]]):
+    def __init__(
+        self,
+        fn: ast.FunctionDef,
+        breaks: set[int],
+        prefix: str,
+        hoists: dict[int, list[ast.expr]],
+        lifts: dict[int, list[ast.stmt]],
+    ):
         self.fn = fn
         self.breaks = breaks
         self.hoists = hoists
+        self.lifts = lifts  # id(statement) -> the statements it is written as (``hoisting.lift_call``)
         self.origins: dict[int, ast.stmt] = {}  # id(a statement rewritten to read hoisted values) -> as written
         self.prefix = prefix
-        self.locals = set(params(fn)) | stored(fn.body)
-        self.reads = read(fn.body)
+        self.locals = set(params(fn)) | stored(fn.body) | stored(s for ss in lifts.values() for s in ss)
+        self.reads = read(fn.body) + read(s for ss in lifts.values() for s in ss)
         self.segments: list[Segment] = []
         self.python: list[tuple[int, int, str]] = []
+        self.catching = 0  # inside how many `try`/`with` blocks of the driver
         self._holds: dict[int, bool] = {}
 
     def run(self, free: tuple[str, ...]) -> Split:
@@ -200,7 +210,8 @@ class _Splitter:
         if key not in self._holds:
             self._holds[key] = any(
                 id(n) in self.breaks
-                or (n is not st and id(n) in self.hoists)  # read in Python first: the statements around it are
+                # read in Python first, or written as several statements: the statements around it are too
+                or (n is not st and (id(n) in self.hoists or id(n) in self.lifts))
                 or isinstance(n, ast.Name)
                 and n.id == "super"
                 for n in _nodes_in_scope(st)
@@ -224,10 +235,12 @@ class _Splitter:
                     out.append(ast.copy_location(ast.If(test=hoisting.load(ok), body=calls, orelse=written), run[0]))
             run, guard = [], None
 
-        for st in stmts:
+        for st in [s for written in stmts for s in self.lifts.get(id(written), [written])]:
             takes = not self.holds_break(st) and not (in_loop and escapes(st))
             if takes and has_return(st) and not always_exits([st]):
                 takes = False  # returns on some paths only: its header stays Python
+            if takes and isinstance(st, COMPOUND) and self.binds_while_catching(st):
+                takes = False  # it may raise after binding a name the handler reads: its header stays Python
             if takes:
                 hoisted = self.hoists.get(id(st))
                 if hoisted:
@@ -245,6 +258,8 @@ class _Splitter:
                 if always_exits([st]):
                     flush()
                     return out, EXITED
+                if self.binds_while_catching(st):
+                    flush()  # what it bound reaches the handler even if the next statement raises
             else:
                 flush()
                 out.append(self.python_statement(st, bound, in_loop))
@@ -283,10 +298,26 @@ class _Splitter:
         ast.fix_missing_locations(pre)
         return rewritten, pre, [*names, ok]
 
+    def binds_while_catching(self, st: ast.stmt) -> bool:
+        """`st`, in a `try` or `with` block (which may catch what it raises), binds a name of the function:
+        a segment returns what it bound only if it completes, so one ends there (a compound statement
+        is split instead, as its iterations or branches may raise after binding)."""
+        return self.catching > 0 and bool(stored([st]) & self.locals)
+
     def python_statement(self, st: ast.stmt, bound: set[str], in_loop: bool) -> ast.stmt:
         """`st` as the driver runs it: itself, or its header with its blocks split."""
-        if not isinstance(st, COMPOUND) or not self.holds_break(st) and not escapes(st) and not has_return(st):
+        if not isinstance(st, COMPOUND) or (
+            not self.holds_break(st) and not escapes(st) and not has_return(st) and not self.binds_while_catching(st)
+        ):
             return st
+        catches = isinstance(st, (ast.Try, ast.With, ast.AsyncWith))
+        self.catching += catches
+        try:
+            return self._split_blocks(st, bound, in_loop)
+        finally:
+            self.catching -= catches
+
+    def _split_blocks(self, st: ast.stmt, bound: set[str], in_loop: bool) -> ast.stmt:
         new = copy.copy(st)
         if isinstance(st, ast.If):
             inner = bound | walrus(st.test)

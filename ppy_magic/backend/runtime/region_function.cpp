@@ -16,6 +16,7 @@
 #include <structmember.h>
 
 #include <ATen/PythonTorchFunctionTLS.h>
+#include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
@@ -373,6 +374,14 @@ PyObject* python_error_type(ppy::PyError e) {
 // One variant's attempt at a call whose arguments are bound: its guards, then its entry.
 // Returns the result (or nullptr with a Python error set) with *done = true; with *done = false
 // the variant does not take this call and `reason` says why (nothing of it ran).
+// "ppy region <qualname>": the profiler's name for a region's calls.
+std::string region_scope_name(RegionFunction* self) {
+  PyObject* name = self->dict ? PyDict_GetItemString(self->dict, "__qualname__") : nullptr;
+  const char* text = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : nullptr;
+  if (!text) PyErr_Clear();
+  return std::string("ppy region ") + (text ? text : "?");
+}
+
 PyObject* attempt_variant(RegionFunction* self, RegionFunction* head, PyObject* const* bound,
                           std::string& reason_out, bool* done) {
   *done = false;
@@ -608,6 +617,10 @@ PyObject* attempt_variant(RegionFunction* self, RegionFunction* head, PyObject* 
   out.unobserved = self->check_unobserved && unobserved.ok();
   bool failed = false;
   out.gil_released = work >= kReleaseGilElements;  // the region then takes the GIL to poll for signals
+  // A profiler sees the region's ATen calls inside a scope of its own ("ppy region f"), as it sees a
+  // record_function block's; with no profiler attached this is a thread-local check.
+  at::RecordFunction record(at::RecordScope::USER_SCOPE);
+  if (C10_UNLIKELY(record.isActive())) record.before(region_scope_name(head));
   try {
     // ATen's warnings (TORCH_WARN) become Python warnings when the call ends, as in eager's bindings.
     torch::PyWarningHandler warnings;
