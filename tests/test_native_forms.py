@@ -4,12 +4,14 @@ NumPy's keyword names (`axis=`, `keepdims=`, `x1=`...) wherever PyTorch's argume
 them; `torch.tensor(...)` of numbers, sequences and tensors (dtype inference, the default
 dtype, `dtype=`/`device=`/`requires_grad=`, its warning and errors); legacy typed constructors;
 `range(...)` and lists as indices; `torch.numel`; `Tensor.type(...)`; `Tensor.tolist()` in `for`
-and `len()`; `:=`; `callable()`; messages made with `%` and `str.format`; grad-mode blocks. One
+and `len()`; `:=`; `callable()`; messages made with `%` and `str.format`; grad-mode and autocast blocks. One
 cell: this file costs one build.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import warnings
 
 import pytest
@@ -157,6 +159,93 @@ def grad_exits(x, n: int):
 def grad_switch(x, b: bool):
     torch.set_grad_enabled(b)
     return x * 2
+
+
+@ppy.opt(3)
+def autocasts(x, w, b):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ w
+        z = torch.nn.functional.linear(x, w, b)
+        with torch.autocast("cpu", enabled=False):
+            u = x @ w
+            e = y.float() @ w
+        v = torch.mm(u, w)
+    with torch.autocast(device_type="cpu"), torch.no_grad():
+        s = torch.matmul(x, w) + 1
+    with torch.amp.autocast("cpu", torch.float16, True, False):
+        h = x @ w
+    return y, z, u, e, v, s, h, y.dtype == torch.bfloat16, u.dtype == torch.float32
+
+
+@ppy.opt(3)
+def autocast_exits(x, w, n: int):
+    for i in range(3):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            if i == n:
+                break
+            if n == 7:
+                raise ValueError("raised in an autocast block")
+            if n == 8:
+                x = x @ w[:1]
+            if n < 0:
+                return x @ w
+            if n == 5:
+                continue
+            x = (x @ w).float()
+    return x * 2
+
+
+@ppy.opt(3)
+def autocast_args(x, w, dt: torch.dtype, on: bool, cache: bool):
+    with torch.autocast("cpu", dtype=dt, enabled=on, cache_enabled=cache):
+        y = x @ w
+    return y, x @ w
+
+
+@ppy.opt(3)
+def autocast_cached(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return x @ w
+
+
+@ppy.opt(3)
+def autocast_enabled_int(x, w, dt: torch.dtype, n: int):
+    with torch.autocast("cpu", dtype=dt, enabled=n):
+        y = x @ w
+    return y
+
+
+@ppy.opt(3)
+def autocast_cache_int(x, n: int):
+    with torch.autocast("cpu", cache_enabled=n):
+        y = x * 2
+    return y
+
+
+@ppy.opt(3)
+def autocast_devices(x, n: int):
+    if n == 0:
+        with torch.autocast("foo"):
+            x = x * 2
+    if n == 1:
+        with torch.autocast(3):
+            x = x * 3
+    if n == 2:
+        with torch.autocast("meta"):
+            x = x * 4
+    if n == 3:
+        with torch.autocast("meta", dtype=torch.bfloat16):
+            x = x * 5
+    if n == 4:
+        with torch.autocast("cpu:0", dtype=torch.float32):
+            x = x @ x.T
+    if n == 5:
+        with torch.autocast("cpu", enabled=None):
+            x = x * 6
+    if n == 6:
+        with torch.autocast("cpu", torch.float64, 1.0, None):
+            x = x @ x.T
+    return x
 """
 
 
@@ -299,8 +388,129 @@ def test_set_grad_enabled_as_a_statement_lasts_past_the_call(ns):
     assert f.calls == 2
 
 
-def test_autocast_blocks_stay_python_with_a_reason():
-    err = compile_error(
-        "import torch\nimport ppy\n@ppy.opt(3)\ndef f(x):\n    with torch.autocast('cpu'):\n        return x * 2\n"
-    )
-    assert "autocast" in err.message and "at 5:" in str(err)
+def autocast_state():
+    return torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"), torch.is_autocast_cache_enabled()
+
+
+DEFAULT_AUTOCAST = (False, torch.bfloat16, True)
+
+
+def test_autocast_blocks(ns):
+    x, w, b = t(4, 8), t(8, 8), t(8)
+    same(ns["autocasts"], x, w, b)
+    assert autocast_state() == DEFAULT_AUTOCAST
+    r = ns["autocasts"](x, w, b)
+    assert r[0].dtype == r[1].dtype == torch.bfloat16 and r[2].dtype == torch.float32 and r[6].dtype == torch.float16
+    with torch.autocast("cpu", dtype=torch.float16):  # nested in an eager block: its state is saved and restored
+        same(ns["autocasts"], x, w, b)
+        assert autocast_state() == (True, torch.float16, True)
+    assert autocast_state() == DEFAULT_AUTOCAST
+
+
+def test_autocast_is_restored_on_every_way_out(ns):
+    f = ns["autocast_exits"]
+    for n in (1, 5, 7, 8, -1, 9):
+        same(f, t(2, 3), t(3, 3), n)
+        assert autocast_state() == DEFAULT_AUTOCAST
+        with torch.autocast("cpu", dtype=torch.float16, cache_enabled=False):
+            same(f, t(2, 3), t(3, 3), n)
+            assert autocast_state() == (True, torch.float16, False)
+    assert autocast_state() == DEFAULT_AUTOCAST
+
+
+def test_autocast_arguments(ns):
+    f = ns["autocast_args"]
+    for dt in (torch.bfloat16, torch.float16, torch.float64):
+        for on in (True, False):
+            for cache in (True, False):
+                same(f, t(2, 3), t(3, 3), dt, on, cache)
+                assert autocast_state() == DEFAULT_AUTOCAST
+    g = ns["autocast_enabled_int"]
+    for dt in (torch.bfloat16, torch.float32):  # enabled=1: a TypeError, unless the dtype's warning disabled it
+        for n in (0, 1):
+            same(g, t(2, 3), t(3, 3), dt, n)
+            assert autocast_state() == DEFAULT_AUTOCAST
+
+
+def test_autocast_unsupported_dtype_warns_as_eager_does(ns):
+    f = ns["autocast_args"]
+
+    def caught(g):
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            g(t(2, 3), t(3, 3), torch.float32, True, True)
+        return [(w.category, str(w.message)) for w in got]
+
+    assert caught(f) == caught(f.__wrapped__)
+    assert caught(f)[0][1].startswith("In CPU autocast, but the target dtype is not supported. Disabling autocast.")
+
+
+def test_autocast_cache_is_cleared_as_eager_clears_it(ns):
+    """The cast cache keeps a leaf weight's bf16 copy until the nesting of autocast blocks (enabled or
+    not) returns to 0: called twice, the second call sees the weight's update, unless an outer block
+    that leaves the cache on holds the stale copy."""
+    f = ns["autocast_cached"]
+
+    def twice(g, outer):
+        x, w = t(2, 3), t(3, 3)
+        with outer() if outer else contextlib.nullcontext():
+            first = g(x, w)
+            with torch.no_grad():
+                w.add_(1.0)
+            second = g(x, w)
+        return first, second
+
+    outers = [None] + [
+        functools.partial(torch.autocast, "cpu", enabled=on, cache_enabled=cache)
+        for on in (True, False)
+        for cache in (True, False)
+    ]
+    calls, fallbacks = f.calls, f.fallbacks
+    for outer in outers:
+        (r1, r2), (e1, e2) = twice(f, outer), twice(f.__wrapped__, outer)
+        assert torch.equal(r1, e1) and torch.equal(r2, e2)
+        assert torch.equal(r1, r2) == (outer is not None and outer.keywords["cache_enabled"])  # the stale copy
+        assert autocast_state() == DEFAULT_AUTOCAST
+    assert (f.calls, f.fallbacks) == (calls + 2 * len(outers), fallbacks)
+
+
+def test_autocast_non_bool_cache_enabled_leaves_state_as_eager_does(ns):
+    """torch.set_autocast_cache_enabled refuses an int last in __enter__: the other settings stay made."""
+    f = ns["autocast_cache_int"]
+
+    def leaked(g):
+        with pytest.raises(TypeError) as exc:
+            g(t(2), 1)
+        state = (*autocast_state(), torch.autocast_decrement_nesting(), str(exc.value))
+        torch.set_autocast_enabled("cpu", False)
+        torch.clear_autocast_cache()
+        return state
+
+    calls = f.calls
+    assert leaked(f) == leaked(f.__wrapped__) == (True, torch.bfloat16, True, 0, "enabled must be a bool (got int)")
+    assert f.calls == calls + 1 and autocast_state() == DEFAULT_AUTOCAST
+
+
+def test_autocast_device_and_argument_errors_raise_as_eager_does(ns):
+    for n in range(8):
+        same(ns["autocast_devices"], t(3, 3), n)
+        assert autocast_state() == DEFAULT_AUTOCAST
+
+
+@pytest.mark.parametrize(
+    "block, reason",
+    [
+        ("torch.cpu.amp.autocast()", "FutureWarning"),
+        ("torch.cuda.amp.autocast()", "FutureWarning"),
+        ("torch.autocast('cuda')", "only CPU autocast"),
+        ("torch.autocast(d)", "known only at run time"),
+        ("torch.autocast('cpu') as a", "as name"),
+        ("torch.autocast('cpu', dtype='bf16')", "dtype="),
+        ("torch.autocast('cpu', enabled=x)", "enabled="),
+        ("torch.autocast('cpu', foo=1)", "unexpected"),
+    ],
+)
+def test_autocast_forms_that_stay_python_with_a_reason(block, reason):
+    src = f"import torch\nimport ppy\n@ppy.opt(3)\ndef f(x, d: str):\n    with {block}:\n        return x * 2\n"
+    err = compile_error(src)
+    assert reason in err.message and "at 5:" in str(err), err.message

@@ -50,6 +50,7 @@ CPP_TYPES = {
     Kind.FLOAT_LIST: "ppy::List<double>",
     Kind.NUMBERS: "ppy::Numbers",
     Kind.GRAD_MODE: "ppy::GradMode",
+    Kind.AUTOCAST: "ppy::Autocast",
 }
 SCALAR_TYPES = {Kind.FLOAT: "double", Kind.INT: "int64_t", Kind.BOOL: "bool"}
 # What a variable declared before it is set (a join of branches, a loop-carried value) starts as.
@@ -384,6 +385,9 @@ INTRINSICS: dict[str, Template] = {
     "grad_mode_enter": "ppy::GradMode({0})",
     "grad_mode_exit": "{0}.exit()",
     "set_grad_enabled": "c10::GradMode::set_enabled({0})",
+    # autocast (CPU only: the front end refuses other device types)
+    "autocast_enter": "ppy::Autocast(at::kCPU, {0}, {1}, {2}, {3}, {4}, {5})",
+    "autocast_exit": "{0}.exit()",
 }
 
 _PLACEHOLDER = re.compile(r"\{(\d+)\}")

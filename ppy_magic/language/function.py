@@ -26,6 +26,7 @@ from typing import Any
 
 from ..errors import CompileError, Location, debug
 from . import ir, ops, param_kinds
+from .autocast import AutocastCompiler
 from .calls import CallCompiler
 from .constructors import ConstructorCompiler
 from .expressions import ExpressionCompiler
@@ -91,6 +92,7 @@ class Context:
     call: Any = None  # call_values.CallValues: compiled at a call, what its values said
     specialised_reads: set[tuple[str, int]] = field(default_factory=set)  # (what, line) read as a constant
     grad_enabling: bool = False  # a block may turn grad mode on (grad_modes.py): built at level 1
+    autocasting: bool = False  # an autocast block sets autocast state (autocast.py): built at level 1 too
 
 
 @dataclass
@@ -112,6 +114,7 @@ class FunctionCompiler(
     ConstructorCompiler,
     PythonFormCompiler,
     GradModeCompiler,
+    AutocastCompiler,
     PyValueCompiler,
     ModuleCompiler,
     ast.NodeVisitor,
@@ -500,7 +503,7 @@ def _translate_once(
         qualname=f"{owner.name}.{fn.name}" if owner is not None else fn.name,
         params=tuple(params),
         body=tuple(comp.body),
-        level=min(level, 1) if ctx.grad_enabling else level,
+        level=min(level, 1) if ctx.grad_enabling or ctx.autocasting else level,
         filename=filename,
         first_line=function_key(fn)[1],
         def_line=fn.lineno,

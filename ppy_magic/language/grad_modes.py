@@ -8,9 +8,8 @@ first, as ``__exit__`` would. A region that may turn grad mode on inside (``enab
 ``set_grad_enabled`` of a value) is built at level 1: the levels' shortcuts rest on the mode the
 call started with (``Context.grad_enabling``).
 
-``torch.autocast`` stays Python: its ``__enter__`` and ``__exit__`` also nest autocast state,
-clear its cast cache on the outermost exit and (for a CUDA or other device type) check and set
-per-device state, which a region does not restate.
+A ``torch.autocast(...)`` item is ``autocast.AutocastCompiler``'s: a guard of its own kind, left
+the same ways.
 """
 
 from __future__ import annotations
@@ -20,19 +19,9 @@ import ast
 import torch
 
 from . import ir, ops
+from .autocast import is_autocast
 from .ir import Kind
 from .namespace import static_value
-
-_AUTOCASTS = tuple(
-    f
-    for f in (
-        getattr(torch, "autocast", None),
-        getattr(torch.amp, "autocast", None),
-        getattr(getattr(torch, "cpu", None) and torch.cpu.amp, "autocast", None),
-        getattr(getattr(torch, "cuda", None) and torch.cuda.amp, "autocast", None),
-    )
-    if f is not None
-)
 
 
 class GradModeCompiler:
@@ -45,28 +34,29 @@ class GradModeCompiler:
             self.compile_body(node.body)
             return
         item = items[0]
-        mode = self.grad_mode_of(item)
-        guard = self.assign(ir.Intrinsic("grad_mode_enter", (mode,)), Kind.GRAD_MODE, base="grad_mode")
+        ctx = item.context_expr
+        fn = static_value(ctx.func, self.g) if isinstance(ctx, ast.Call) else None
+        if is_autocast(fn):
+            guard, leave = self.autocast_enter(item, fn), "autocast_exit"
+            if guard is None:  # autocast.__init__ raises: the block is never entered
+                return
+        else:
+            mode = self.grad_mode_of(item)
+            guard = self.assign(ir.Intrinsic("grad_mode_enter", (mode,)), Kind.GRAD_MODE, base="grad_mode")
+            leave = "grad_mode_exit"
         self.with_items(node, items[1:])
         if not self.terminated:  # the normal end; any other way out runs the guard's destructor
-            self.check("grad_mode_exit", guard)
+            self.check(leave, guard)
 
     def grad_mode_of(self, item: ast.withitem) -> ir.Atom:
         """The grad mode a `with` item sets (evaluated as Python evaluates the context expression)."""
         ctx = item.context_expr
         fn = static_value(ctx.func, self.g) if isinstance(ctx, ast.Call) else None
-        if fn is not None and any(fn is a for a in _AUTOCASTS):
-            raise self.error(
-                ctx,
-                "`with torch.autocast(...)` is not supported in a region: entering and leaving it also nest "
-                "autocast state and clear its cast cache, which a region does not restate",
-                "Keep the block outside the region (call the region inside it), or leave this function Python.",
-            )
         if fn not in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled):
             raise self.error(
                 ctx,
-                "only `with torch.no_grad():`, `torch.enable_grad()` and `torch.set_grad_enabled(b)` "
-                "blocks are supported in a region",
+                "only `with torch.no_grad():`, `torch.enable_grad()`, `torch.set_grad_enabled(b)` and "
+                "`torch.autocast(...)` blocks are supported in a region",
                 "Keep other context managers outside the region, or leave this function Python.",
             )
         if item.optional_vars is not None:

@@ -49,6 +49,7 @@ class Kind(str, Enum):
     CONSTANT = "K"  # a parameter specialised to the value of the call a variant was built for: compared, not passed
     NUMBERS = "q"  # what x.tolist() gives: its items as Python numbers (for `for` and len() only, never a parameter)
     GRAD_MODE = "w"  # the grad mode a `with torch.no_grad():` block set, restored when it is left (never a value)
+    AUTOCAST = "a"  # the autocast state a `with torch.autocast(...)` block set, restored likewise (never a value)
 
     def __str__(self) -> str:
         return self.value
@@ -85,6 +86,7 @@ KIND_NAMES = {
     Kind.CONSTANT: "a value the variant was specialised for",
     Kind.NUMBERS: "a list of numbers (x.tolist())",
     Kind.GRAD_MODE: "a grad mode",
+    Kind.AUTOCAST: "an autocast state",
 }
 # Parameters that hold one of two kinds, told apart at run time: the kinds (the first when the
 # runtime's selector is set). Their functions are compiled once per combination (function.translate).
@@ -312,6 +314,12 @@ INTRINSICS: dict[str, str] = {
     "the block is left by any path",
     "grad_mode_exit": "the block's normal end: restore the mode its guard saved",
     "set_grad_enabled": "torch.set_grad_enabled(b) called for its effect: the mode from now on",
+    # autocast
+    "autocast_enter": "enter a CPU autocast block as autocast.__init__ and __enter__ do: operands the device name, "
+    "dtype (None: the current one), enabled as passed, its type name when not a bool, cache_enabled as passed "
+    "(None: the current setting), its type name when not a bool or None; a guard that runs __exit__ when the "
+    "block is left by any path",
+    "autocast_exit": "the block's normal end: autocast.__exit__ with the state its guard saved",
 }
 
 

@@ -2,7 +2,8 @@
 // and reads them: torch.tensor(...) and the legacy typed constructors (internal_new_from_data and
 // tensor_ctor in torch/csrc/utils/tensor_new.cpp, store_scalar in utils/python_scalars.h),
 // Tensor.tolist() (tensor_to_list in utils/tensor_list.cpp), Tensor.type() (options_to_string in
-// utils/tensor_types.cpp), and grad-mode blocks (`with torch.no_grad():`). Included by ppy_region.h.
+// utils/tensor_types.cpp), grad-mode blocks (`with torch.no_grad():`) and CPU autocast blocks
+// (torch/amp/autocast_mode.py's autocast). Included by ppy_region.h.
 #pragma once
 
 #include <ATen/InitialTensorOptions.h>
@@ -11,6 +12,20 @@
 #include <ATen/ops/lift_fresh.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/TypeCast.h>
+
+// ATen/autocast_mode.h's state functions (libtorch's own), declared as that header declares them: the
+// header itself brings in ATen.h, NativeFunctions.h and torch/library.h, which every region would compile.
+namespace at::autocast {
+TORCH_API bool is_autocast_enabled(at::DeviceType device_type);
+TORCH_API void set_autocast_enabled(at::DeviceType device_type, bool enabled);
+TORCH_API at::ScalarType get_autocast_dtype(at::DeviceType device_type);
+TORCH_API void set_autocast_dtype(at::DeviceType device_type, at::ScalarType dtype);
+TORCH_API void clear_cache();
+TORCH_API int increment_nesting();
+TORCH_API int decrement_nesting();
+TORCH_API bool is_autocast_cache_enabled();
+TORCH_API void set_autocast_cache_enabled(bool enabled);
+}  // namespace at::autocast
 
 namespace ppy {
 
@@ -297,6 +312,74 @@ struct GradMode {
   }
   bool prev;
   bool armed = true;
+};
+
+// ---- `with torch.autocast("cpu", dtype=, enabled=, cache_enabled=)`: torch/amp/autocast_mode.py ----
+// The constructor is autocast.__init__ then __enter__, step for step; exit() (the block's end) and the
+// destructor (a return, break, continue or exception out of it) are __exit__. `enabled` is the argument
+// as passed (a bool, or an int, float or None whose Python type name is `enabled_type`): __init__ tests
+// its truth, __enter__'s torch.set_autocast_enabled takes only a bool. Likewise `cache` (None: the
+// current setting; another non-bool: `cache_type`, which torch.set_autocast_cache_enabled refuses
+// last, after the other settings were made: eager leaves them made, and so does this, unarmed).
+struct Autocast {
+  template <typename E, typename C>
+  Autocast(at::DeviceType device, const std::string& name, std::optional<at::ScalarType> dtype, const E& enabled,
+           std::string enabled_type, const C& cache, const std::string& cache_type)
+      : device(device) {
+    // __init__
+    const at::ScalarType fast = dtype ? *dtype : at::autocast::get_autocast_dtype(device);
+    bool cache_enabled = false;
+    if constexpr (std::is_same_v<C, bool>) {
+      cache_enabled = cache;
+    } else if constexpr (std::is_same_v<C, std::optional<bool>>) {
+      cache_enabled = cache.has_value() ? *cache : at::autocast::is_autocast_cache_enabled();
+    } else if constexpr (std::is_same_v<C, std::nullopt_t>) {
+      cache_enabled = at::autocast::is_autocast_cache_enabled();
+    }
+    bool on = false;
+    if constexpr (std::is_same_v<E, std::nullopt_t>) {
+      on = false;
+    } else {
+      on = enabled != 0;  // `if enabled:`
+    }
+    if (on && fast != at::kBFloat16 && fast != at::kHalf) {
+      warn("In " + name + " autocast, but the target dtype is not supported. Disabling autocast.\n" + name +
+               " Autocast only supports dtypes of torch.bfloat16, torch.float16 currently.",
+           false);
+      on = false;
+      enabled_type.clear();  // enabled = False
+    }
+    // __enter__
+    prev_cache = at::autocast::is_autocast_cache_enabled();
+    prev = at::autocast::is_autocast_enabled(device);
+    prev_fast = at::autocast::get_autocast_dtype(device);
+    if (!enabled_type.empty())
+      raise(PyError::TypeError, "set_autocast_enabled(): argument 'enabled' (position 2) must be bool, not " +
+                                    enabled_type);
+    at::autocast::set_autocast_enabled(device, on);
+    at::autocast::set_autocast_dtype(device, fast);
+    at::autocast::increment_nesting();
+    if (!cache_type.empty()) raise(PyError::TypeError, "enabled must be a bool (got " + cache_type + ")");
+    at::autocast::set_autocast_cache_enabled(cache_enabled);
+    armed = true;
+  }
+  ~Autocast() { exit(); }
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+  // __exit__: the cast cache is dropped when the nesting returns to 0, then the saved state comes back.
+  void exit() {
+    if (!armed) return;
+    armed = false;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(device, prev);
+    at::autocast::set_autocast_dtype(device, prev_fast);
+    at::autocast::set_autocast_cache_enabled(prev_cache);
+  }
+  at::DeviceType device;
+  bool prev_cache = false;
+  bool prev = false;
+  at::ScalarType prev_fast = at::ScalarType::Undefined;
+  bool armed = false;
 };
 
 // x[range(a, b, c)]: the range's ints, as PyTorch turns the sequence into an index.
