@@ -129,7 +129,8 @@ class Splitter:
         if id(st) in self.lifts or id(st) in self.lifted:
             return None
         call = getattr(st, "value", None)
-        if not isinstance(call, ast.Call) or (call.lineno, call.col_offset) != (line, col):
+        inside = st.lineno <= line <= (st.end_lineno or st.lineno)  # else: in a function it calls
+        if not isinstance(call, ast.Call) or inside and (call.lineno, call.col_offset) != (line, col):
             return None  # the error is about an argument, not the call
         written = hoisting.lift_call(st, len(self.lifts))
         if written is None:

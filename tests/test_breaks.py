@@ -34,6 +34,10 @@ SCALE = 3.0
 seen = []
 
 
+def note(*values):
+    seen.append(values)
+
+
 @ppy.opt(3)
 def with_dict(x, w):
     h = torch.tanh(x @ w)
@@ -183,6 +187,32 @@ def missing_key(x):
     return torch.relu(y) + d[x.shape[0] if False else "b"]
 
 
+@ppy.opt(3)
+def logs_a_loss(x, w):
+    h = torch.tanh(x @ w)
+    note((h * h).mean().item(), h.sum(-1).amax().item())
+    return h * 2
+
+
+@ppy.opt(3)
+def binds_then_raises(x0, x1):
+    try:
+        x1 = x0 * 0.5
+        if x0.sum() > -100:
+            raise ValueError("always")
+    except ValueError:
+        x0 = x1 + x0
+    return x0
+
+
+@ppy.opt(3)
+def deletes(x):
+    tmp = x * 2
+    d = {"t": tmp}
+    del tmp
+    return d["t"] + 1
+
+
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -229,6 +259,9 @@ CASES = {
     "kinds_from_python": lambda: (x44(), True),
     "maybe_unbound": lambda: (x44(), True),
     "reads_a_dict": lambda: (x44(), torch.randn(4, 4)),
+    "logs_a_loss": lambda: (x44(), torch.randn(4, 4)),
+    "binds_then_raises": lambda: (x44(), torch.randn(4, 4)),
+    "deletes": lambda: (x44(),),
 }
 
 
@@ -335,6 +368,14 @@ def test_a_value_read_early_that_raises_raises_where_python_does(cell):
     assert str(got.value) == str(want.value)
     assert traceback.extract_tb(got.tb)[-1].lineno == traceback.extract_tb(want.tb)[-1].lineno
     assert differences(f, (x,)) == []
+
+
+def test_a_call_no_region_makes_has_its_arguments_computed_in_regions(settled):
+    f = settled["logs_a_loss"]
+    split = f.__dict__["__ppy_split__"]
+    lifted = [p for p in split.parts if any(o.startswith("__ppy_arg") for o in p.segment.outs)]
+    assert lifted and all(p.region.__ppy_region__ for p in lifted), ppy_magic.explain(f)
+    assert region_share(f, CASES["logs_a_loss"]()) >= 0.9
 
 
 def test_a_try_around_a_region_catches_its_error(settled):
