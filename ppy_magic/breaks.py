@@ -140,6 +140,14 @@ class Splitter:
             self.lifted[id(new)] = st
         return [written[0], written[-1]]  # the callee's read and the call stay Python
 
+    def bind_in_python(self, reg: Any, why: CompileError) -> None:
+        """A function whose parameters no region binds (keyword-only, positional-only): the driver binds
+        them from the start, and its body is a segment compiled at its calls."""
+        with self._lock:
+            self.region = reg
+            self.signature = why.reason
+            self._install()
+
     def _split_at_signature(self, failure: CompileError) -> bool:
         """An error in the parameters' annotations or defaults (`device: torch.device = None`): the driver
         binds the arguments in Python and the body, as one segment, takes their values at its calls."""
@@ -148,7 +156,7 @@ class Splitter:
             return False
         if not node.lineno <= loc.line < node.body[0].lineno:
             return False
-        self.signature = failure.message
+        self.signature = failure.reason
         self._install()
         return True
 

@@ -103,6 +103,8 @@ class CellBinder(Binder):
             hook = variants.Variants(source, fn, self.cache, self.runtime)
             hook.around = breaks.splitter(source, fn, self.cache, self.runtime)
             self.runtime.set_miss(reg, hook)
+            if source.bind_in_python and source.cell_error is not None:  # a region cannot bind its arguments
+                hook.around.bind_in_python(reg, source.cell_error)
         return reg
 
 
@@ -158,8 +160,9 @@ def compile_source(
             if strict or opt_strict(node, g):  # one region of the whole function, or the reason why not
                 raise err.with_function(node.name) from None
             failures[key] = err
-            if level > 0 and _may_compile_at_call(node, g, filename, lines, owner):
-                sources[key] = variants.Source(node, g, filename, lines, level, owner, err)
+            signature_only = frontend.refused_for_its_signature_only(node, g, filename, lines, owner)
+            if level > 0 and (signature_only or _may_compile_at_call(node, g, filename, lines, owner)):
+                sources[key] = variants.Source(node, g, filename, lines, level, owner, err, signature_only)
                 at_call.add(key)
                 report.at_call.append(shown)
             if level >= 0:  # an invalid level is reported by the decorator's own error when it runs

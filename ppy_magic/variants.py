@@ -214,6 +214,7 @@ class Source:
     level: int
     owner: ast.ClassDef | None = None
     cell_error: CompileError | None = None  # why the cell did not compile it, if it did not
+    bind_in_python: bool = False  # its signature is the only thing no region takes: a driver binds it
 
 
 class Variants:

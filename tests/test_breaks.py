@@ -213,6 +213,14 @@ def deletes(x):
     return d["t"] + 1
 
 
+@ppy.opt(3)
+def keyword_only(x, *, scale: float = 2.0, shift=None):
+    y = torch.relu(x) * scale
+    if shift is not None:
+        y = y + shift
+    return y.sum(0)
+
+
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -429,6 +437,22 @@ def test_a_method_with_super_is_split_and_exact(cell):
     forward = type(net).forward
     assert forward.__ppy_driver__ is not None and forward.__ppy_region__
     assert torch.equal(net(x), forward.__wrapped__(net, x))
+
+
+def test_keyword_only_parameters_are_bound_by_the_driver_and_the_body_is_a_region(cell):
+    ns, _ = cell
+    f = ns["keyword_only"]
+    assert f.__ppy_driver__ is not None and not f.__ppy_region__  # split at the cell, built at its first call
+    settle(f, lambda: f(x44(), scale=3.0))
+    assert f.__ppy_region__ and "keyword-only" in str(ppy_magic.explain(f))
+    for kwargs in ({"scale": 3.0}, {}, {"shift": torch.ones(4)}):
+        got, want = f(x44(), **kwargs), f.__wrapped__(x44(), **kwargs)
+        assert torch.equal(got, want)
+    with pytest.raises(TypeError) as got:
+        f(x44(), 3.0)
+    with pytest.raises(TypeError) as want:
+        f.__wrapped__(x44(), 3.0)
+    assert str(got.value) == str(want.value)
 
 
 def test_strict_refuses_a_function_with_breaks():

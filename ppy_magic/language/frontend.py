@@ -23,6 +23,7 @@ rule on a whole function goes into ``check_function``.
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -156,6 +157,26 @@ def check_function(
         )
     if owner is not None and not a.args:
         raise refuse(fn, "a method compiled as a region takes the instance first", "Add `self` as its first parameter.")
+
+
+def refused_for_its_signature_only(
+    fn: FunctionNode, g: Globals, filename: str, lines: Sequence[str], owner: ast.ClassDef | None = None
+) -> bool:
+    """Whether the whole-function rules refuse `fn` only for its keyword-only or positional-only parameters,
+    which a Python driver can bind (``breaks``): with them plain, the rules pass."""
+    a = fn.args
+    if not (a.kwonlyargs or a.posonlyargs):
+        return False
+    plain = copy.copy(fn)
+    plain.args = copy.copy(a)
+    plain.args.args = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+    plain.args.posonlyargs, plain.args.kwonlyargs, plain.args.kw_defaults = [], [], []
+    plain.args.defaults = []
+    try:
+        check_function(plain, g, filename, lines, owner)
+    except CompileError:
+        return False
+    return True
 
 
 def not_top_level(node: FunctionNode, filename: str, lines: Sequence[str]) -> CompileError:
