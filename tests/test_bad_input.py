@@ -413,6 +413,7 @@ never_assigned = 1
 def test_04c_and_09_a_cell_that_raises_keeps_what_it_bound(ip):
     """09: a cell that raises after its regions were bound keeps them (as Python keeps the defs
     that ran); 04c: @ppy.opt(9) is such an error, raised at its own line."""
+    ppy_magic.wait(timeout=600)  # earlier cells' variants, building in the background, land before counting
     before = cache_files()
     result, shown = run(ip, CELL_RAISES)
     assert isinstance(result.error_in_exec, ValueError)
