@@ -221,6 +221,18 @@ def keyword_only(x, *, scale: float = 2.0, shift=None):
     return y.sum(0)
 
 
+@ppy.opt(3)
+def rebinds_later(x0, x1):
+    t1 = x0.square()
+    t3 = t1 * 2
+    for row in x1:
+        s = str(row.shape)
+        t3 = t3 * len(s)
+        if not isinstance(t3, list):
+            t1 = row.exp() + 1.5
+    return t3.sum()
+
+
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -270,6 +282,7 @@ CASES = {
     "logs_a_loss": lambda: (x44(), torch.randn(4, 4)),
     "binds_then_raises": lambda: (x44(), torch.randn(4, 4)),
     "deletes": lambda: (x44(),),
+    "rebinds_later": lambda: (x44(), torch.randn(3, 4)),  # a run binds t1 only on some paths: it is passed t1
 }
 
 

@@ -43,21 +43,24 @@ def _walk_scope(node: ast.AST) -> Iterable[ast.AST]:
 
 def stored(nodes: Iterable[ast.AST]) -> set[str]:
     """Names the statements bind in the function's scope."""
-    out: set[str] = set()
+    return set(bindings(nodes))
+
+
+def bindings(nodes: Iterable[ast.AST]) -> Counter:
+    """How often the statements bind each name in the function's scope (`del` counts)."""
+    out: Counter = Counter()
     for node in nodes:
         for n in _walk_scope(node):
             if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-                out.add(n.id)
-            elif isinstance(n, ast.NamedExpr):
-                out.add(n.target.id)
+                out[n.id] += 1
             elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                out.add(n.name)
+                out[n.name] += 1
             elif isinstance(n, (ast.Import, ast.ImportFrom)):
                 out.update((a.asname or a.name).split(".")[0] for a in n.names)
             elif isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name:
-                out.add(n.name)
+                out[n.name] += 1
             elif isinstance(n, ast.MatchMapping) and n.rest:
-                out.add(n.rest)
+                out[n.rest] += 1
     return out
 
 

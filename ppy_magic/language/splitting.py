@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from . import hoisting
-from .liveness import EXITED, Exited, definitely, definitely_one, exposed, params, read, stored, walrus
+from .liveness import EXITED, Exited, bindings, definitely, definitely_one, exposed, params, read, stored, walrus
 
 COMPOUND = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -190,6 +190,7 @@ class _Splitter:
         self.prefix = prefix
         self.locals = set(params(fn)) | stored(fn.body) | stored(s for ss in lifts.values() for s in ss)
         self.reads = read(fn.body) + read(s for ss in lifts.values() for s in ss)
+        self.binds = bindings(fn.body) + bindings(s for ss in lifts.values() for s in ss)
         self.segments: list[Segment] = []
         self.python: list[tuple[int, int, str]] = []
         self.catching = 0  # inside how many `try`/`with` blocks of the driver
@@ -383,8 +384,15 @@ class _Splitter:
         assigned = stored(run) & self.locals
         outs: list[str] = []
         if not returns:
+            # Live after the run: read elsewhere, or bound elsewhere (a run that binds it on some paths only
+            # is given the value it had), or read by the run itself in a loop.
+            bound_inside = bindings(run)
             for name in sorted(assigned):
-                if self.reads[name] > inside[name] or (in_loop and inside[name]):
+                if (
+                    self.reads[name] > inside[name]
+                    or self.binds[name] > bound_inside[name]
+                    or (in_loop and inside[name])
+                ):
                     outs.append(name)
         own = definitely(run, set())
         needed = (exposed(run, set()) & self.locals) | {o for o in outs if isinstance(own, set) and o not in own}
