@@ -22,7 +22,7 @@ from typing import Any
 
 from . import theme
 from .backend import cpp_by_line
-from .region import FALLBACKS
+from .region import FALLBACKS, counters
 
 COMPILED, PYTHON, PLAIN = "compiled", "python", "plain"
 
@@ -161,9 +161,8 @@ def _split_function(f: Callable, name: str, split: Any) -> FunctionAnnotation:
     python = split.python_lines()
     marks: dict[int, list[str]] = {}
     compiled: set[int] = set()
-    calls = fallbacks = 0
+    calls, fallbacks = counters(f)
     for part in split.parts:
-        calls, fallbacks = calls + part.region.calls, fallbacks + part.region.fallbacks
         built = part.region.__ppy_variants__
         info = getattr(built[0], "__ppy_info__", None) if built else None
         if info is not None:

@@ -217,7 +217,7 @@ class Splitter:
         """A segment's own compile failed: its statement joins the breaks, and the function is split again.
         The call runs the segment's Python body (False)."""
         with self._lock:
-            if self._statement(failure) is not None and self.add_break(failure):
+            if self.add_break(failure):
                 return False
             part = next((p for p in self.parts if p.region is part_region), None)
             if part is None:
@@ -249,11 +249,6 @@ class Splitter:
                 if getattr(err, "statement", None) is node.body[-1]:
                     out.append(name)
         return out
-
-    def _statement(self, failure: CompileError) -> ast.stmt | None:
-        """The function's own statement `failure` is about, if any."""
-        points = self._points(failure)
-        return points[0][1] if points else None
 
     # -- the split -----------------------------------------------------------------------------------
     def _install(self) -> None:
@@ -359,8 +354,4 @@ def _function(module: ast.Module, fn: Callable, cells: dict[str, Any], defaults:
     return out
 
 
-def splitter(source: variants.Source, fn: Callable, cache: backend.Cache, runtime: Any) -> Splitter:
-    return Splitter(source, fn, cache, runtime)
-
-
-__all__ = ["Part", "Splitter", "splitter"]
+__all__ = ["Part", "Splitter"]

@@ -101,7 +101,7 @@ class CellBinder(Binder):
             reg.__dict__["__ppy_reason__"] = source.cell_error.reason
         if source is not None and self.cache is not None:
             hook = variants.Variants(source, fn, self.cache, self.runtime)
-            hook.around = breaks.splitter(source, fn, self.cache, self.runtime)
+            hook.around = breaks.Splitter(source, fn, self.cache, self.runtime)
             self.runtime.set_miss(reg, hook)
             if source.bind_in_python and source.cell_error is not None:  # a region cannot bind its arguments
                 hook.around.bind_in_python(reg, source.cell_error)
