@@ -99,7 +99,9 @@ def cache_command(action: str, cache_dir: str | None, max_size: str | None) -> i
 
 
 def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = False, quiet: bool = False) -> int:
-    from . import backend, pipeline, variants
+    """Run `path` as ``__main__``, compiled like one cell; the files it imports that use ``@ppy.opt`` are
+    compiled too, each as its own cell, with the same options (``imports``)."""
+    from . import backend, imports, pipeline, variants
     from .errors import PpyError
 
     try:
@@ -133,8 +135,17 @@ def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = 
     if not quiet and binder.report.summary():
         print(binder.report.summary(), file=sys.stderr)
     code = compile(source, path, "exec")
-    with variants.blocking():  # a program waits for the variants its calls need, then runs them
-        pipeline.run(code, namespace, binder)
+    # Its imports of files that use @ppy.opt compile too, each as its own cell, with the same options.
+    finder = imports.install(
+        lambda: imports.Settings(
+            cache=backend.shared_cache(), strict=strict, force=force, show=None if quiet else imports.to_stderr
+        )
+    )
+    try:
+        with variants.blocking():  # a program waits for the variants its calls need, then runs them
+            pipeline.run(code, namespace, binder)
+    finally:
+        imports.uninstall(finder)
     return 0
 
 

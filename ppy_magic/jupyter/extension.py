@@ -4,20 +4,44 @@ One ``Magics`` class per family, each in its own module: ``cell.PpyMagics``
 (``%%ppy`` and the options of all the magics, so ``%config PpyMagics``; the
 other families are handed it and read what they need),
 ``bench.BenchMagics`` (``%ppy_bench``) and ``cache.CacheMagics``
-(``%ppy_cache``, ``%ppy_export``).
+(``%ppy_cache``, ``%ppy_export``). Loading also installs the import hook
+(``imports``): ``import mymodel`` then compiles that file's ``@ppy.opt``
+functions as a ``%%ppy`` cell would, with the options ``%config PpyMagics``
+sets (``cache_dir``, ``cache_max_size``, ``default_level``, ``strict``,
+``show_build_status``), read at each import.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from IPython.core.magic import Magics
 
+from .. import imports
 from .bench import BenchMagics
 from .cache import CacheMagics
 from .cell import PpyMagics
+from .status import BuildStatus
 
 _loaded: dict[int, list[Magics]] = {}  # id(shell) -> its families, PpyMagics first
+_finders: dict[int, imports.RegionFinder] = {}  # id(shell) -> its import hook
+
+
+def import_settings(options: PpyMagics) -> Callable[[], imports.Settings]:
+    """What an import in this shell compiles with: the magics' options now, and the cell's live build line."""
+
+    def settings() -> imports.Settings:
+        status = BuildStatus(options.show_build_status)
+        return imports.Settings(
+            cache=options.cache,
+            default_level=options.default_level,
+            strict=options.strict,
+            on_build=status.start,
+            show=status.show,  # the summary replaces the live line, as under a %%ppy cell
+        )
+
+    return settings
 
 
 def load(ipython: Any) -> None:
@@ -31,6 +55,7 @@ def load(ipython: Any) -> None:
     if options not in ipython.configurables:  # for %config; older IPython does not add it
         ipython.configurables.append(options)
     _loaded[id(ipython)] = families
+    _finders[id(ipython)] = imports.install(import_settings(options))
 
 
 def unload(ipython: Any) -> None:
@@ -38,6 +63,9 @@ def unload(ipython: Any) -> None:
     families = _loaded.pop(id(ipython), None)
     if families is None:
         return
+    finder = _finders.pop(id(ipython), None)
+    if finder is not None:
+        imports.uninstall(finder)  # modules it imported keep their regions
     manager = ipython.magics_manager
     for magics in families:
         for kind in ("cell", "line"):
