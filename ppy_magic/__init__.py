@@ -13,6 +13,7 @@ from .backend.cache import toolchain_ready
 from .errors import BuildError, CompileError, PpyError
 from .language.coverage import functional_coverage
 from .language.ops import supported_ops
+from .library import compile
 from .region import PpyFallbackWarning, explain
 from .variants import wait
 from .version import __version__
@@ -25,6 +26,7 @@ __all__ = [
     "PpyFallbackWarning",
     "__version__",
     "annotate",
+    "compile",
     "explain",
     "functional_coverage",
     "load_ipython_extension",

@@ -197,6 +197,9 @@ class PlanResolver:
             return f"a {cls.__name__} whose {slot.name} is not torch's own (it was replaced): the region runs torch's"
         code = getattr(getattr(found, "__wrapped__", None), "__code__", None)
         filename = slot.origin or self.spec.filename
+        plain = getattr(found, "__code__", None)
+        if plain is not None and (plain.co_filename, plain.co_firstlineno) == (filename, slot.pos):
+            return found  # a library's method compiled from its source as written (ppy_magic.compile)
         if getattr(found, "__ppy_region__", False) and code is not None and code.co_filename == filename:
             decorators = getattr(found, "__ppy_info__", None)
             first = decorators.spec.first_line if decorators is not None else code.co_firstlineno

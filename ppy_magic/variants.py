@@ -410,6 +410,7 @@ def call_globals(cell: Globals, namespace: dict[str, Any]) -> Globals:
     """The cell's globals as a call sees them: everything the cell bound has its value now."""
     g = collect_globals(ast.Module(body=[], type_ignores=[]), namespace)
     g.functions, g.plain_functions, g.classes = cell.functions, cell.plain_functions, cell.classes
+    g.reach = cell.reach
     for name in cell.functions:
         g.values.pop(name, None)  # another @ppy.opt function of the source: compiled inline, as at the cell
     return g

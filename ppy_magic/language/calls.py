@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import inspect
-import linecache
-import textwrap
 import types
 import warnings
 from typing import Any
@@ -19,11 +16,11 @@ from typing import Any
 import torch
 
 from ..errors import CompileError
-from . import adapters, ir, nn_modules, ops, param_kinds
+from . import adapters, ir, nn_modules, ops, param_kinds, source
 from .ir import Kind
 from .lists import CONSUMERS, ListMethod
 from .loops import StaticIteration
-from .namespace import Globals, collect_globals
+from .namespace import Globals, collect_globals, library_globals
 from .values import (
     MATH_FUNCTIONS,
     PLAIN_FUNCTION,
@@ -362,20 +359,21 @@ class CallCompiler:
     def callee_def(self, fn: Any) -> tuple[ast.FunctionDef, Globals, str, list[str]] | None:
         if isinstance(fn, CellFunction):
             return fn.node, self.g, self.filename, self.source_lines
-        target = getattr(fn, "__wrapped__", fn) if getattr(fn, "__ppy_region__", False) else fn
-        if isinstance(target, types.FunctionType) and getattr(target, "__ppy_opt__", 0):
-            try:
-                lines, start = inspect.getsourcelines(target)
-            except (OSError, TypeError):
-                return None
-            src = textwrap.dedent("".join(lines))
-            tree = ast.parse(src)
-            node = tree.body[0]
-            ast.increment_lineno(node, start - 1)
+        target = getattr(fn, "__ppy_compiles__", None) or fn  # a function ppy_magic.compile made a region
+        target = getattr(target, "__wrapped__", target) if getattr(target, "__ppy_region__", False) else target
+        if not isinstance(target, types.FunctionType):
+            return None
+        if getattr(target, "__ppy_opt__", 0):
             g = collect_globals(ast.Module(body=[], type_ignores=[]), target.__globals__)
-            file_lines = [ln.rstrip("\n") for ln in linecache.getlines(target.__code__.co_filename)]
-            return node, g, target.__code__.co_filename, file_lines
-        return None
+        elif self.g.reaches(target) and source.is_plain(target):
+            g = library_globals(target.__globals__, self.g.reach)  # the library a compiled model comes from
+        else:
+            return None
+        found = source.definition(target)
+        if found is None:
+            return None
+        node, filename, file_lines = found
+        return node, g, filename, file_lines
 
     def call_closure(self, node: ast.Call, closure: Closure, args: list, kwargs: dict) -> Any:
         """A lambda or nested def, compiled like a callee; its free names are extra arguments."""

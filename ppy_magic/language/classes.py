@@ -226,6 +226,7 @@ class ClassModel:
     methods: dict[str, Method] = field(default_factory=dict)  # compiled methods, by name
     defined: set[str] = field(default_factory=set)  # names the class body (or a base) defines
     problem: str | None = None  # why instances of it cannot be read by a region
+    call_problem: str | None = None  # why a region cannot call its instances inline (a __call__ of its own)
 
     def attr(self, name: str) -> AttrType | None:
         return self.attrs.get(name)
@@ -302,15 +303,20 @@ class Classes:
             model.module = model.module or base.module
             if base.problem and not model.problem:
                 model.problem = base.problem
+            model.call_problem = model.call_problem or base.call_problem
         for base in bases:  # inherited first, the class's own override them
             model.attrs.update(base.attrs)
             model.methods.update(base.methods)
             model.defined |= base.defined
-        if cdef.keywords:
+        exists = ref.obj is not None  # read from its instances as they are: only attribute lookup matters
+        if cdef.keywords and not exists:
             model.problem = model.problem or "it has a metaclass or class keywords"
         for name in ("__getattr__", "__getattribute__", "__setattr__", "__call__"):
             if any(isinstance(s, ast.FunctionDef) and s.name == name for s in cdef.body):
-                model.problem = f"it defines {name}"
+                if name == "__call__":
+                    model.call_problem = "it defines __call__"
+                elif not (exists and name == "__setattr__"):
+                    model.problem = f"it defines {name}"
         # class-level annotations and names
         for stmt in cdef.body:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
@@ -335,6 +341,8 @@ class Classes:
             if not isinstance(stmt, ast.FunctionDef):
                 continue
             level = opt_level(stmt, g)
+            if level is None and _compiles_undecorated(ref, stmt, g, filename):
+                level = 1  # ppy_magic.compile: the library's methods, as written
             if level is not None:
                 if level != 0:  # ppy.opt(0): never compiled, so never run inline either
                     model.methods[stmt.name] = Method(stmt, g, filename, lines)
@@ -429,16 +437,37 @@ class Classes:
             return model
         cdef, filename, lines = found
         module = inspect.getmodule(cls) or sys.modules.get(cls.__module__)
-        from .namespace import collect_globals
+        from .namespace import collect_globals, library_globals
 
         # A notebook cell's classes belong to no importable module: their methods' globals are the namespace.
         namespace = vars(module) if module else method_globals(cls)
-        g = collect_globals(ast.Module(body=[], type_ignores=[]), namespace)
+        if self.g.reaches(cls):
+            g = library_globals(namespace, self.g.reach)
+        else:
+            g = collect_globals(ast.Module(body=[], type_ignores=[]), namespace)
         sub = Classes(g, filename, lines)
         sub._models = self._models
         mine = sub._model_of_node(ref, cdef, g, filename, lines)
         mine.module = model.module
         return mine
+
+
+def _compiles_undecorated(ref: ClassRef, stmt: ast.FunctionDef, g: Globals, filename: str) -> bool:
+    """A method of a class in the compile's reach (``Globals.reach``) that its class holds as written:
+    the plain function of this ``def`` (a decorator that wrapped it would run code the method's source
+    does not show). Special methods (``__init__``, ...) are never run by a region."""
+    from . import source
+    from .namespace import function_key
+
+    if ref.obj is None or not g.reaches(ref.obj) or stmt.name.startswith("__"):
+        return False
+    found = ref.obj.__dict__.get(stmt.name)
+    code = getattr(found, "__code__", None)
+    return (
+        source.is_plain(found)
+        and code.co_filename == filename
+        and (code.co_name, code.co_firstlineno) == function_key(stmt)
+    )
 
 
 def method_globals(cls: type) -> dict[str, Any]:

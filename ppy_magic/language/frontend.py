@@ -143,7 +143,8 @@ def check_function(
             "a region cannot call itself",
             "Regions are straight-line tensor code; keep a recursive function as Python.",
         )
-    others = [d for d in fn.decorator_list if not is_opt_decorator(d, g)]
+    # Compiled by ppy_magic.compile (a reach), the function is the def's own: its decorators did not wrap it.
+    others = [d for d in fn.decorator_list if not is_opt_decorator(d, g)] if not g.reach else []
     if others:
         raise refuse(
             others[0], "a region cannot have other decorators", "Apply other decorators to a wrapper, or drop @ppy.opt."

@@ -438,7 +438,11 @@ def _translate_once(
             param_layouts.append(comp.layout(mtype).index)
             continue
         if owner is not None and i == 0:
-            ref = ClassRef(owner.name, None, (owner.lineno, owner.end_lineno or owner.lineno))
+            me = samples.get(arg.arg)
+            if me is not None and g.reaches(type(me)):  # ppy_magic.compile: the instance's own class, as it is
+                ref = ClassRef(type(me).__name__, type(me))
+            else:
+                ref = ClassRef(owner.name, None, (owner.lineno, owner.end_lineno or owner.lineno))
             model = ctx.classes.model(ref)
             if model.problem:
                 raise comp.error(owner, f"the methods of {owner.name} cannot be compiled: {model.problem}")

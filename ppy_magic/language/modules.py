@@ -289,6 +289,8 @@ class ModuleCompiler:
             raise self.error(node, f"{mv.path} is not a module a region can call")
         if not model.module and method == "forward":
             raise self.error(node, f"{mv.path} is a {mv.mtype.cls.name}, not an nn.Module: it cannot be called")
+        if hooks and model.call_problem:  # calling it runs its class's own __call__, not nn.Module's
+            raise self.error(node, f"{mv.path} cannot be called inline: {mv.mtype.cls.name} {model.call_problem[3:]}")
         target = model.methods.get(method)
         if target is None:
             what = f"torch.nn.{mv.mtype.cls.name}" if mv.mtype.cls.obj is not None else mv.mtype.cls.name

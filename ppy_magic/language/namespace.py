@@ -44,6 +44,14 @@ class Globals:
     plain_functions: set[str] = field(default_factory=set)  # undecorated defs of the source
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)  # top-level classes of the source
     cache: dict[str, Any] = field(default_factory=dict)  # what the front end derives once per source
+    # Top-level packages whose functions and classes compile from their source without a decorator
+    # (``ppy_magic.compile``: the library a model comes from). Empty for a cell: only @ppy.opt compiles.
+    reach: frozenset[str] = frozenset()
+
+    def reaches(self, obj: Any) -> bool:
+        """Whether `obj` (a function or a class) is code this compile takes from its source undecorated."""
+        module = getattr(obj, "__module__", None)
+        return bool(self.reach) and isinstance(module, str) and module.split(".")[0] in self.reach
 
     def lookup(self, name: str) -> tuple[bool, Any]:
         if name in self.unknown:
@@ -166,6 +174,21 @@ def collect_globals(tree: ast.Module, namespace: dict[str, Any]) -> Globals:
     g.functions = {n: f for n, f in functions.items() if opt_level(f, g) is not None}
     g.classes = {n: c for n, c in classes.items() if len(bindings[n]) == 1}  # a name bound once: this class
     g.plain_functions = {n for n in functions if n not in g.functions}
+    return g
+
+
+_library: dict[tuple[int, frozenset[str]], tuple[dict, Globals]] = {}
+
+
+def library_globals(namespace: dict[str, Any], reach: frozenset[str]) -> Globals:
+    """The globals of a module that has run (every name has its value), once per module and reach."""
+    key = (id(namespace), reach)
+    found = _library.get(key)
+    if found is not None and found[0] is namespace:
+        return found[1]
+    g = collect_globals(ast.Module(body=[], type_ignores=[]), namespace)
+    g.reach = reach
+    _library[key] = (namespace, g)
     return g
 
 

@@ -95,7 +95,7 @@ struct Gathered {
 
 struct Names {
   PyObject *parameters, *buffers, *modules, *forward_hooks, *forward_pre_hooks, *backward_hooks,
-      *backward_pre_hooks, *forward, *compiled_call_impl;
+      *backward_pre_hooks, *forward, *compiled_call_impl, *ppy_compiles;
 };
 
 inline const Names& names() {
@@ -110,6 +110,7 @@ inline const Names& names() {
     x.backward_pre_hooks = PyUnicode_InternFromString("_backward_pre_hooks");
     x.forward = PyUnicode_InternFromString("forward");
     x.compiled_call_impl = PyUnicode_InternFromString("_compiled_call_impl");
+    x.ppy_compiles = PyUnicode_InternFromString("__ppy_compiles__");
     return x;
   }();
   return n;
@@ -218,7 +219,22 @@ inline PyObject* lookup(PyObject* obj, PyObject* dict, PyObject* name, bool modu
   return nullptr;
 }
 
-inline bool hooks_free(PyObject* dict, Gathered& g) {
+// A method ppy_magic.compile set on this instance (`v`, found in its __dict__ under `name`): the class's own
+// method made a region for it, bound to it, naming in __ppy_compiles__ the class attribute it stands for. It
+// runs what the class's method runs, so a region calling the method inline may still do so.
+inline bool compiled_binding(PyObject* obj, PyObject* v, PyObject* name) {
+  if (!PyMethod_Check(v) || PyMethod_GET_SELF(v) != obj) return false;
+  PyObject* stands = PyObject_GetAttr(PyMethod_GET_FUNCTION(v), names().ppy_compiles);
+  if (!stands) {
+    PyErr_Clear();
+    return false;
+  }
+  const bool same = stands == _PyType_Lookup(Py_TYPE(obj), name);
+  Py_DECREF(stands);
+  return same;
+}
+
+inline bool hooks_free(PyObject* obj, PyObject* dict, Gathered& g) {
   const Names& n = names();
   struct { PyObject* key; const char* what; } kinds[] = {
       {n.forward_hooks, "a forward hook"},
@@ -231,7 +247,8 @@ inline bool hooks_free(PyObject* dict, Gathered& g) {
     if (d && PyDict_Check(d) && PyDict_GET_SIZE(d) > 0)
       return g.fail(std::string("has ") + k.what + ", which nn.Module.__call__ runs (the region runs its forward inline)");
   }
-  if (dict_item(dict, n.forward)) return g.fail("has its own forward set on the instance");
+  PyObject* own = dict_item(dict, n.forward);
+  if (own && !compiled_binding(obj, own, n.forward)) return g.fail("has its own forward set on the instance");
   PyObject* c = dict_item(dict, n.compiled_call_impl);
   if (c && c != Py_None) return g.fail("was compiled with module.compile()");
   return true;
@@ -251,7 +268,7 @@ class Reader {
       return g_.fail("is " + describe(obj) + "; the region was compiled for a " + L.name);
     }
     PyObject* dict = instance_dict(obj);
-    if (L.inline_call && !hooks_free(dict, g_)) return false;
+    if (L.inline_call && !hooks_free(obj, dict, g_)) return false;
     PyObject* children = nullptr;  // _modules, for keys and positions
     for (size_t k = 0; k < L.slots.size(); ++k) {
       const SlotPlan& s = L.slots[k];
@@ -285,7 +302,8 @@ class Reader {
                            std::to_string(s.pos));
           continue;
         case 'x':
-          if (dict_item(dict, s.name)) return trail("." + str(s.name), "is set on the instance, over the compiled method");
+          if (PyObject* own = dict_item(dict, s.name); own && !compiled_binding(obj, own, s.name))
+            return trail("." + str(s.name), "is set on the instance, over the compiled method");
           if (_PyType_Lookup(Py_TYPE(obj), s.name) != s.expected)
             return g_.fail("is a " + short_name(reinterpret_cast<PyObject*>(Py_TYPE(obj))) + " whose " + str(s.name) +
                            " is not the method compiled into the region (it was replaced)");

@@ -1,0 +1,83 @@
+"""The source of code that has already run: a function's ``def`` and its class, read from its file.
+
+``ppy_magic.compile`` and the callees a region compiles from other files start from
+objects, not from a cell: a function's code object names its file and first line, and
+the file (``linecache``, which also holds a notebook cell's lines) parsed once gives
+the ``def`` with its real line numbers and the class around it.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import types
+from typing import Any
+
+_trees: dict[str, tuple[str, ast.Module, list[str]]] = {}  # filename -> (its text, its tree, its lines)
+
+
+def file_tree(filename: str) -> tuple[ast.Module, list[str]] | None:
+    """The parsed file and its lines, or None when its source is not available or does not parse."""
+    lines = [ln.rstrip("\n") for ln in linecache.getlines(filename)]
+    if not lines:
+        return None
+    text = "\n".join(lines)
+    found = _trees.get(filename)
+    if found is not None and found[0] == text:
+        return found[1], found[2]
+    try:
+        tree = ast.parse(text, filename)
+    except SyntaxError:
+        return None
+    _trees[filename] = (text, tree, lines)
+    return tree, lines
+
+
+def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    return min([node.lineno] + [d.lineno for d in node.decorator_list])
+
+
+def definition(fn: types.FunctionType) -> tuple[ast.FunctionDef, str, list[str]] | None:
+    """The ``def`` of `fn` (decorators included), its file and the file's lines."""
+    found = located(fn.__code__)
+    if found is None:
+        return None
+    node, _owner, filename, lines = found
+    return node, filename, lines
+
+
+def located(code: types.CodeType) -> tuple[ast.FunctionDef, ast.ClassDef | None, str, list[str]] | None:
+    """The ``def`` a code object was compiled from, the class whose body holds it (if one does), the file
+    and its lines."""
+    parsed = file_tree(code.co_filename)
+    if parsed is None:
+        return None
+    tree, lines = parsed
+    for node, owner in _defs(tree, None):
+        if node.name == code.co_name and _first_line(node) == code.co_firstlineno:
+            if not isinstance(node, ast.FunctionDef):
+                return None
+            return node, owner, code.co_filename, lines
+    return None
+
+
+def _defs(node: ast.AST, owner: ast.ClassDef | None):
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield child, owner
+            yield from _defs(child, None)
+        elif isinstance(child, ast.ClassDef):
+            yield from _defs(child, child)
+        else:
+            yield from _defs(child, owner)
+
+
+def is_plain(fn: Any) -> bool:
+    """A Python function whose body is all its behaviour: no closure cells beyond zero-argument
+    ``super()``'s ``__class__`` (a cell's value could change after compiling), not a generator or coroutine."""
+    if not isinstance(fn, types.FunctionType):
+        return False
+    code = fn.__code__
+    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator, coroutine, iterable coroutine, async generator
+        return False
+    return all(name == "__class__" for name in code.co_freevars)

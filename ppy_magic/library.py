@@ -1,0 +1,290 @@
+"""``ppy_magic.compile``: code nobody decorated, compiled from its installed source.
+
+A model from ``transformers``, ``diffusers`` or a user's ``model.py`` has run already:
+its classes and functions exist, and their code objects name the files and lines they
+came from (``language/source.py``). ``compile`` makes regions of them at their calls,
+as a cell's functions the cell could not compile whole are made (``variants``: the
+call's values give the kinds; ``breaks``: what a region cannot take runs as Python
+between regions), with one difference: their *reach*. Inside a region compiled here,
+every function and every method of the libraries the model's classes come from
+compiles from its source without a decorator (``Globals.reach``), so a submodule's
+``forward`` and the helpers it calls run inline in their caller's region.
+
+For a module, every submodule whose class is not torch's own gets, on the instance,
+its class's ``forward`` (and the methods that ``forward`` calls on ``self``) as a
+region bound to it (``_bind``). The class is untouched, other instances stay eager;
+``nn.Module.__call__`` finds the instance's ``forward`` and runs hooks around it as
+before; ``state_dict``, ``deepcopy`` and pickling see one more instance attribute, a
+bound method (pickled as ``getattr(instance, name)``, so a pickled model loads, eager,
+without ppy_magic). A method its class holds wrapped by a decorator that runs code of
+its own (``functools.wraps`` style) is bound as a copy of the wrapper calling the
+region of the method it wraps: the wrapper's code still runs, in Python.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import threading
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import nn
+
+from . import backend, breaks, decorator, region, variants
+from .errors import BuildError, CompileError
+from .language import frontend, source
+from .language.function import ignored_extras
+from .language.namespace import library_globals
+
+_NEVER = frozenset({"torch", "builtins", "ppy_magic", "ppy", "typing", "functools", "abc", "collections"})
+_lock = threading.RLock()
+
+
+def compile(obj: Any, level: int = decorator.DEFAULT_LEVEL) -> Any:  # noqa: A001 - the public name
+    """Compile `obj` from its source into regions, exactly: results bit for bit eager's, autograd unchanged.
+
+    - an ``nn.Module`` instance: the ``forward`` of every submodule (each class once) and the methods
+      it calls become regions bound to this model's instances only; returns the model itself;
+    - a class: its methods are compiled in place (every instance, present and future); returns it;
+    - a function or a bound method: returns a region of it (the original is untouched).
+
+    Regions are built at their first calls, from the values those calls bring; until a build lands a
+    call runs the Python code. What a region cannot take runs as Python between regions (breaks);
+    ``ppy_magic.explain(obj)`` says, per submodule, what became a region and why the rest did not.
+    """
+    decorator._check_level(level)
+    if isinstance(obj, nn.Module):
+        Compiler(_reach_of_module(obj), level).module(obj)
+        return obj
+    if isinstance(obj, type):
+        Compiler(_reach_of(obj), level).klass(obj)
+        return obj
+    if isinstance(obj, types.MethodType):
+        fn = Compiler(_reach_of(obj.__func__), level).function(obj.__func__, owner=type(obj.__self__))
+        return types.MethodType(fn, obj.__self__)
+    if isinstance(obj, types.FunctionType):
+        return Compiler(_reach_of(obj), level).function(obj)
+    raise TypeError(
+        f"ppy_magic.compile takes an nn.Module, a class or a function, not {type(obj).__name__}; "
+        "for a callable object, compile its class or its __call__"
+    )
+
+
+def _package(obj: Any) -> str | None:
+    module = getattr(obj, "__module__", None)
+    return module.split(".")[0] if isinstance(module, str) else None
+
+
+def _reach_of(obj: Any) -> frozenset[str]:
+    top = _package(obj)
+    return frozenset({top} - _NEVER) if top else frozenset()
+
+
+def _reach_of_module(model: nn.Module) -> frozenset[str]:
+    """The packages of the model's own classes (not torch's): their code compiles from source."""
+    return frozenset(p for m in model.modules() for p in [_package(type(m))] if p) - _NEVER
+
+
+def _is_torch_class(cls: type) -> bool:
+    return (cls.__module__ or "").split(".")[0] == "torch"
+
+
+# ---- compiling ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Compiled:
+    """What one method of one class became: the callable bound on instances, and what explain says."""
+
+    name: str
+    bound: Callable | None  # a region, or a copy of the class's wrapper calling one; None: stays as it is
+    region: Any = None  # the region underneath (explain reads it)
+    reason: str | None = None  # why it stays Python, if it does
+    wrapped_by: tuple[str, ...] = ()  # the decorators' wrappers that still run, outermost first
+
+
+@dataclass
+class Compiler:
+    reach: frozenset[str]
+    level: int
+    made: dict[Any, Compiled] = field(default_factory=dict)  # per class attribute (function) compiled
+
+    # -- a module --------------------------------------------------------------------------------------
+    def module(self, model: nn.Module) -> None:
+        for _name, m in model.named_modules(remove_duplicate=True):
+            cls = type(m)
+            if _is_torch_class(cls):
+                continue  # torch.nn's modules: restated inline in a region's C++, eager when called from Python
+            for name in self.methods_of(cls):
+                done = self.method(cls, name)
+                if done.bound is not None:
+                    m.__dict__[name] = types.MethodType(done.bound, m)
+            m.__dict__["__ppy_compiled__"] = {n: self.made[_attribute(cls, n)] for n in self.methods_of(cls)}
+
+    def methods_of(self, cls: type) -> list[str]:
+        """``forward`` and the methods it calls on ``self`` (transitively), that its class has."""
+        out: list[str] = []
+        todo = ["forward"]
+        while todo:
+            name = todo.pop()
+            if name in out:
+                continue
+            f = _attribute(cls, name)
+            if not isinstance(f, types.FunctionType):
+                continue
+            out.append(name)
+            inner = _innermost(f)
+            found = source.located(inner.__code__) if isinstance(inner, types.FunctionType) else None
+            if found is None:
+                continue
+            node = found[0]
+            me = node.args.args[0].arg if node.args.args else None
+            for n in ast.walk(node):
+                if (
+                    isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Attribute)
+                    and isinstance(n.func.value, ast.Name)
+                    and n.func.value.id == me
+                ):
+                    todo.append(n.func.attr)
+        return out
+
+    def method(self, cls: type, name: str) -> Compiled:
+        f = _attribute(cls, name)
+        with _lock:
+            done = self.made.get(f)
+            if done is None:
+                done = self.made[f] = self._through_wrappers(name, f, owner=cls)
+        return done
+
+    # -- a class, in place ---------------------------------------------------------------------------
+    def klass(self, cls: type) -> None:
+        for name, f in list(vars(cls).items()):
+            if not isinstance(f, types.FunctionType) or name.startswith("__"):
+                continue
+            done = self._through_wrappers(name, f, owner=cls)
+            if done.bound is not None:
+                setattr(cls, name, done.bound)
+
+    # -- a function ----------------------------------------------------------------------------------
+    def function(self, fn: types.FunctionType, owner: type | None = None) -> Any:
+        done = self._through_wrappers(fn.__name__, fn, owner)
+        if done.bound is None:
+            raise CompileError(f"{fn.__qualname__} cannot be compiled: {done.reason}")
+        return done.bound
+
+    def _through_wrappers(self, name: str, f: types.FunctionType, owner: type | None) -> Compiled:
+        """`f` as a region; or, where `f` is a decorator's wrapper (it has ``__wrapped__`` and holds the
+        function it wraps in a closure cell), a copy of the wrapper whose cell holds the region."""
+        wrappers: list[types.FunctionType] = []
+        inner = f
+        while not _is_def(inner):
+            nxt = getattr(inner, "__wrapped__", None)
+            if not isinstance(inner, types.FunctionType) or not _holds(inner, nxt):
+                return Compiled(name, None, reason=f"{_describe(inner)} is not a function ppy_magic can read")
+            wrappers.append(inner)
+            inner = nxt
+        reg, reason = self._region(inner, owner)
+        if reg is None:
+            return Compiled(name, None, reason=reason)
+        bound = reg
+        for w in reversed(wrappers):
+            bound = _rewrap(w, bound)
+        if not wrappers:
+            reg.__dict__["__ppy_compiles__"] = f  # what a region calling it inline checks (module_plan.h)
+        return Compiled(name, bound, reg, wrapped_by=tuple(_describe(w) for w in wrappers))
+
+    def _region(self, fn: types.FunctionType, owner: type | None) -> tuple[Any, str | None]:
+        if not source.is_plain(fn):
+            return None, "it is a generator, a coroutine or a closure"
+        found = source.located(fn.__code__)
+        if found is None:
+            return None, f"the source of {fn.__qualname__} is not available"
+        node, owner_node, filename, lines = found
+        g = library_globals(fn.__globals__, self.reach | _reach_of(fn))
+        cell_error, signature_only = None, False
+        try:
+            frontend.check_function(node, g, filename, lines, owner_node)
+        except CompileError as err:
+            signature_only = frontend.refused_for_its_signature_only(node, g, filename, lines, owner_node)
+            if not signature_only:
+                return None, err.reason
+            cell_error = err
+        try:
+            cache = backend.shared_cache()
+            runtime = _runtime(cache)
+        except BuildError as err:
+            return None, f"the runtime could not be built: {err}"
+        src = variants.Source(node, g, filename, lines, self.level, owner_node, cell_error, signature_only)
+        reg = region.make_pending(runtime, fn, ignored_extras(node))
+        hook = variants.Variants(src, fn, cache, runtime)
+        hook.around = breaks.Splitter(src, fn, cache, runtime)
+        runtime.set_miss(reg, hook)
+        if signature_only:
+            hook.around.bind_in_python(reg, cell_error)
+        return reg, None
+
+
+_runtimes: dict[str, Any] = {}
+
+
+def _runtime(cache: backend.Cache) -> Any:
+    with _lock:
+        rt = _runtimes.get(cache.root)
+        if rt is None:
+            rt = _runtimes[cache.root] = backend.load_runtime(cache)
+            rt.set_fallback_hook(region.FALLBACKS)
+        return rt
+
+
+def _attribute(cls: type, name: str) -> Any:
+    """What Python finds for `name` on `cls` (the first class of its MRO holding it), without binding."""
+    for k in cls.__mro__:
+        if name in k.__dict__:
+            return k.__dict__[name]
+    return None
+
+
+def _is_def(f: Any) -> bool:
+    """`f` runs its own code only: not a decorator's wrapper holding (``__wrapped__``) another function."""
+    return isinstance(f, types.FunctionType) and not _holds(f, getattr(f, "__wrapped__", None))
+
+
+def _innermost(f: types.FunctionType) -> Any:
+    """The function under a chain of decorators' wrappers."""
+    while isinstance(f, types.FunctionType) and _holds(f, getattr(f, "__wrapped__", None)):
+        f = f.__wrapped__
+    return f
+
+
+def _holds(wrapper: types.FunctionType, inner: Any) -> bool:
+    return inner is not None and any(_cell(c) is inner for c in wrapper.__closure__ or ())
+
+
+def _cell(c: types.CellType) -> Any:
+    try:
+        return c.cell_contents
+    except ValueError:  # an empty cell
+        return None
+
+
+def _rewrap(wrapper: types.FunctionType, inner: Callable) -> types.FunctionType:
+    """A copy of `wrapper` whose closure holds `inner` where it held the function it wraps."""
+    old = wrapper.__wrapped__
+    cells = tuple(types.CellType(inner) if _cell(c) is old else c for c in wrapper.__closure__ or ())
+    new = types.FunctionType(wrapper.__code__, wrapper.__globals__, wrapper.__name__, wrapper.__defaults__, cells)
+    new.__kwdefaults__ = copy.copy(wrapper.__kwdefaults__)
+    new.__dict__.update(wrapper.__dict__)
+    new.__qualname__ = wrapper.__qualname__
+    new.__wrapped__ = inner
+    return new
+
+
+def _describe(f: Any) -> str:
+    return getattr(f, "__qualname__", None) or type(f).__name__
+
+
+__all__ = ["compile"]
