@@ -13,8 +13,8 @@ from .backend.cache import toolchain_ready
 from .errors import BuildError, CompileError, PpyError
 from .language.coverage import functional_coverage
 from .language.ops import supported_ops
-from .library import compile
-from .region import PpyFallbackWarning, explain
+from .library import compile, explain
+from .region import PpyFallbackWarning
 from .variants import wait
 from .version import __version__
 

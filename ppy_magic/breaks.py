@@ -29,6 +29,7 @@ from typing import Any
 from . import backend, region, variants
 from .errors import CompileError
 from .language import hoisting, splitting
+from .language.function import ignored_extras
 
 
 @dataclass
@@ -275,8 +276,9 @@ class Splitter:
 
     def _part(self, seg: splitting.Segment) -> Part:
         src, fn = self.source, self.fn
-        python = _function(splitting.factory(seg.node, list(fn.__code__.co_freevars)), fn, {})
-        reg = region.make_pending(self.runtime, python, 0)
+        python = _function(splitting.factory(seg.python_node(), list(fn.__code__.co_freevars)), fn, {})
+        # 8: its inputs are positional-only, so every keyword is one of the **kwargs it was passed
+        reg = region.make_pending(self.runtime, python, ignored_extras(seg.node) | (8 if seg.keywords else 0))
         reg.__qualname__ = f"{getattr(fn, '__qualname__', fn.__name__)} (line {seg.first_line}"
         reg.__qualname__ += ")" if seg.first_line == seg.last_line else f"-{seg.last_line})"
         self_name = src.node.args.args[0].arg if src.owner is not None and src.node.args.args else None

@@ -228,6 +228,70 @@ class Compiler:
         return reg, None
 
 
+# ---- what became of a model ----------------------------------------------------------------------------
+
+
+@dataclass
+class ModelExplanation:
+    """``explain(model)``: per submodule path, what its forward became."""
+
+    name: str
+    rows: list[tuple[str, str, str]]  # (path, class, what its forward is)
+
+    def __str__(self) -> str:
+        lines = [f"{self.name}: compiled with ppy_magic.compile"]
+        for path, cls, what in self.rows:
+            depth = path.count(".") + 1 if path else 0
+            lines.append(f"{'  ' * depth}{path or '(the model)'} ({cls}): {what}")
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))
+
+
+def explain_model(model: nn.Module) -> ModelExplanation:
+    rows = []
+    for path, m in model.named_modules():
+        cls = type(m)
+        compiled = m.__dict__.get("__ppy_compiled__")
+        if _is_torch_class(cls):
+            what = "torch.nn: runs inline in its caller's region, eager when called from Python"
+        elif compiled is None:
+            what = "Python: not compiled (ppy_magic.compile was not called on a module holding it)"
+        else:
+            what = "; ".join(f"{name}: {_status(done)}" for name, done in compiled.items()) or "no forward"
+        rows.append((path, cls.__name__, what))
+    return ModelExplanation(type(model).__name__, rows)
+
+
+def _status(done: Compiled) -> str:
+    if done.bound is None:
+        return f"Python ({done.reason})"
+    reg = done.region
+    calls, fallbacks = region.counters(reg)
+    split = reg.__dict__.get("__ppy_split__")
+    if split is not None and getattr(reg, "__ppy_driver__", None) is not None:
+        n = len(split.breaks)
+        what = (
+            f"region with {n} break{'s' if n != 1 else ''}" if reg.__ppy_region__ else "Python (split, no region yet)"
+        )
+    elif reg.__ppy_region__:
+        what = "region"
+    else:
+        what = f"Python ({region.explain(reg).reason})"
+    what += f" [{calls} calls as region, {fallbacks} in Python]"
+    if done.wrapped_by:
+        what += f", inside its decorators' wrappers (Python): {', '.join(done.wrapped_by)}"
+    return what
+
+
+def explain(obj: Any) -> Any:
+    """``ppy_magic.explain``: for a compiled model, the tree of its submodules; otherwise ``region.explain``."""
+    if isinstance(obj, nn.Module):
+        return explain_model(obj)
+    return region.explain(obj)
+
+
 _runtimes: dict[str, Any] = {}
 
 
@@ -287,4 +351,4 @@ def _describe(f: Any) -> str:
     return getattr(f, "__qualname__", None) or type(f).__name__
 
 
-__all__ = ["compile"]
+__all__ = ["compile", "explain"]

@@ -338,8 +338,11 @@ class Variants:
         kinds: dict[str, Kind] = {}
         constants: dict[str, Any] = {}
         samples: dict[str, Any] = {}
-        for i, (arg, default) in enumerate(zip(args, defaults, strict=True)):
-            value = bound[i]
+        # A **kwargs the body reads: the runtime passes the call's extra keywords last, as a dict.
+        extra = bound[len(args)] if len(bound) == len(args) + 1 and isinstance(bound[-1], dict) else {}
+        params = list(zip(args, defaults, strict=True)) + [(ast.arg(arg=k), None) for k in extra]
+        values = list(bound[: len(args)]) + list(extra.values())
+        for i, ((arg, default), value) in enumerate(zip(params, values, strict=True)):
             if src.owner is not None and i == 0:
                 samples[arg.arg] = value
                 continue
@@ -355,7 +358,7 @@ class Variants:
                 samples[arg.arg] = what
             else:
                 raise self._refused(arg.arg, f"the argument '{arg.arg}' cannot be taken by a region: {what}")
-        return call_values.CallValues(kinds, constants, samples, constant_scalars)
+        return call_values.CallValues(kinds, constants, samples, constant_scalars, tuple(extra))
 
     def _refused(self, name: str, message: str) -> Exception:
         """Why a call's value stays out: at the first line that reads it, where there is one (the function may
@@ -471,10 +474,14 @@ def _signature(bound: tuple) -> tuple:
             out.append((t, v))
         elif t in (list, tuple):
             out.append((t, len(v), tuple(type(i) for i in v)))
+        elif t is dict:  # the extra keywords into **kwargs
+            out.append((t, _signature(tuple(v)), _signature(tuple(v.values()))))
         elif isinstance(v, torch.Tensor):
             out.append((t,))
+        elif isinstance(v, torch.nn.Module) or callable(v) or isinstance(v, type):
+            out.append((t, id(v)))  # a module's own attributes, a callable compiled in: the object itself
         else:
-            out.append((t, id(v)))
+            out.append((t,))  # a plain object (a config, an output, a cache): a new one per call, often
     return tuple(out)
 
 

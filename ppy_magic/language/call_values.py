@@ -61,6 +61,9 @@ class CallValues:
     constants: dict[str, Any] = field(default_factory=dict)
     samples: dict[str, Any] = field(default_factory=dict)  # modules and plain objects, read per call
     constant_scalars: bool = False
+    # The call's extra keywords into a **kwargs the body reads, in order: parameters after the function's own
+    # (their kinds, constants and objects are in the three dicts above, by keyword).
+    keywords: tuple[str, ...] = ()
 
     def describe(self) -> list[str]:
         """One line per parameter this variant is specialised on."""

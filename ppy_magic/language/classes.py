@@ -24,7 +24,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
-import linecache
 import sys
 import types
 import typing
@@ -236,6 +235,9 @@ def is_module_class(obj: Any) -> bool:
     return isinstance(obj, type) and issubclass(obj, nn.Module)
 
 
+_object_models: dict[tuple[type, frozenset[str]], ClassModel] = {}
+
+
 class Classes:
     """The class models one source can use: its own top-level classes, torch.nn's, earlier cells'."""
 
@@ -264,6 +266,10 @@ class Classes:
             return self._models[key]
         if key in self._busy:  # a class whose attributes mention itself: read what is known so far
             return ClassModel(ref, True, problem=f"{ref.name} contains itself")
+        shared = (ref.obj, self.g.reach) if ref.obj is not None else None
+        if shared in _object_models:  # a class that exists: its model depends on it and the reach only
+            self._models[key] = _object_models[shared]
+            return self._models[key]
         self._busy.add(key)
         try:
             if ref.obj is not None:
@@ -273,6 +279,8 @@ class Classes:
         finally:
             self._busy.discard(key)
         self._models[key] = model
+        if shared is not None and not self._busy:  # complete: not read while a class containing it was
+            _object_models[shared] = model
         return model
 
     def is_module(self, ref: ClassRef) -> bool:
@@ -407,13 +415,15 @@ class Classes:
         model = ClassModel(ref, module=is_module_class(cls))
         for klass in reversed(cls.__mro__):
             ann = klass.__dict__.get("__annotations__", {})
+            hints = None
             for name in ann:
                 if name.startswith("__") or name in ("dump_patches", "call_super_init", "forward"):
                     continue
-                try:
-                    hints = typing.get_type_hints(klass)
-                except Exception:
-                    hints = {}
+                if hints is None:
+                    try:
+                        hints = typing.get_type_hints(klass)
+                    except Exception:
+                        hints = {}
                 model.attrs[name] = annotation_type(hints.get(name, ann[name]))
             model.defined |= {k for k in klass.__dict__ if klass is not object}
         if model.module:
@@ -482,15 +492,16 @@ def method_globals(cls: type) -> dict[str, Any]:
 def class_source(cls: type) -> tuple[ast.ClassDef, str, list[str]] | None:
     """The ClassDef of `cls`, its file and the file's lines, found through its methods' code
     (``inspect.getsource`` needs the module's file, which a notebook cell's module lacks)."""
+    from .source import file_tree
+
     for value in vars(cls).values():
         code = getattr(getattr(value, "__wrapped__", value), "__code__", None)
         if code is None:
             continue
-        lines = [ln.rstrip("\n") for ln in linecache.getlines(code.co_filename)]
-        try:
-            tree = ast.parse("\n".join(lines))
-        except SyntaxError:
+        parsed = file_tree(code.co_filename)  # parsed once per file
+        if parsed is None:
             return None
+        tree, lines = parsed
         for node in ast.walk(tree):
             if (
                 isinstance(node, ast.ClassDef)

@@ -340,12 +340,16 @@ def names_read(fn: ast.FunctionDef) -> set[str]:
 
 
 def ignored_extras(fn: ast.FunctionDef) -> int:
-    """What of a call a region of `fn` ignores: 1 extra positional arguments (*args its body never reads),
-    2 extra keywords (**kwargs likewise). A read one is empty in the region: calls passing some run Python."""
+    """What a region of `fn` does with a call's extra arguments: 1 ignores extra positional ones (*args its
+    body never reads), 2 extra keywords (**kwargs likewise); 4 takes extra keywords into a **kwargs its body
+    reads, each variant those of the call it was built for (``call_values.CallValues.keywords``). A read
+    *args is empty in the region: calls passing some run Python."""
     read = names_read(fn)
     a = fn.args
-    return (1 if a.vararg is not None and a.vararg.arg not in read else 0) | (
-        2 if a.kwarg is not None and a.kwarg.arg not in read else 0
+    return (
+        (1 if a.vararg is not None and a.vararg.arg not in read else 0)
+        | (2 if a.kwarg is not None and a.kwarg.arg not in read else 0)
+        | (4 if a.kwarg is not None and a.kwarg.arg in read else 0)
     )
 
 
@@ -418,7 +422,11 @@ def _translate_once(
     defaults = [None] * (len(a.args) - len(a.defaults)) + list(a.defaults)
     constants: list[Any] = []  # per parameter: the value of a CONSTANT one
     samples = call.samples if call is not None else {}
-    for i, (arg, default) in enumerate(zip(a.args, defaults, strict=True)):
+    # Extra keywords into a **kwargs the body reads: parameters after the function's own, named by them.
+    keywords = tuple(call.keywords) if call is not None and a.kwarg is not None else ()
+    declared = list(zip(a.args, defaults, strict=True))
+    for i, (arg, default) in enumerate(declared + [(ast.arg(arg=k), None) for k in keywords]):
+        extra = i >= len(declared)
         constants.append(None)
         if call is not None and arg.arg in call.constants:  # compiled in, compared at each call
             value = call.constants[arg.arg]
@@ -456,7 +464,7 @@ def _translate_once(
             continue
         param_layouts.append(-1)
         kind, value, has_default = _param(comp, arg, default, overrides)
-        if kind in ir.VARIANTS and len(variants) < max_variants:
+        if kind in ir.VARIANTS and len(variants) < max_variants and not extra:
             first_kind, second_kind = ir.VARIANTS[kind]
             first = comp.new_var(arg.arg, first_kind)  # first: the parameter's own name, for keywords
             parts = (comp.new_var(f"{arg.arg}_is_{first_kind.name.lower()}", Kind.BOOL), first)
@@ -467,6 +475,8 @@ def _translate_once(
         if kind in ir.VARIANTS:
             kind = ir.VARIANTS[kind][1]
         var = comp.new_var(arg.arg, kind)
+        if extra and var.name != arg.arg:  # the runtime finds an extra keyword's parameter by its name
+            raise comp.error(fn, f"the keyword '{arg.arg}' passed into **{a.kwarg.arg} cannot name a parameter")
         comp.locals[arg.arg] = var
         if kind in (Kind.TENSORS, Kind.INTS):  # the runtime takes a list or a tuple for either
             comp.param_vars.add(var.name)
@@ -478,6 +488,10 @@ def _translate_once(
     for star, empty in ((a.vararg, ir.Tup(())), (a.kwarg, KwArgs(()))):
         if star is not None and star.arg in read:
             comp.locals[star.arg] = empty
+    if keywords and a.kwarg.arg in read:  # the body sees them in **kwargs only
+        comp.locals[a.kwarg.arg] = KwArgs(tuple((k, comp.locals.pop(k)) for k in keywords))
+    elif keywords:
+        raise comp.error(fn, "the call passes extra keywords, which the body ignores")  # not reached: extras & 2
     try:
         _compile_per_variant(comp, fn.body, variants)
     except Unsupported as exc:

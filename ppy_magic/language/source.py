@@ -14,6 +14,7 @@ import types
 from typing import Any
 
 _trees: dict[str, tuple[str, ast.Module, list[str]]] = {}  # filename -> (its text, its tree, its lines)
+_index: dict[int, dict[tuple[str, int], tuple[ast.AST, ast.ClassDef | None]]] = {}  # id(tree) -> its defs
 
 
 def file_tree(filename: str) -> tuple[ast.Module, list[str]] | None:
@@ -29,6 +30,8 @@ def file_tree(filename: str) -> tuple[ast.Module, list[str]] | None:
         tree = ast.parse(text, filename)
     except SyntaxError:
         return None
+    if found is not None:
+        _index.pop(id(found[1]), None)
     _trees[filename] = (text, tree, lines)
     return tree, lines
 
@@ -53,12 +56,15 @@ def located(code: types.CodeType) -> tuple[ast.FunctionDef, ast.ClassDef | None,
     if parsed is None:
         return None
     tree, lines = parsed
-    for node, owner in _defs(tree, None):
-        if node.name == code.co_name and _first_line(node) == code.co_firstlineno:
-            if not isinstance(node, ast.FunctionDef):
-                return None
-            return node, owner, code.co_filename, lines
-    return None
+    index = _index.get(id(tree))
+    if index is None:
+        index = _index[id(tree)] = {}
+        for node, owner in _defs(tree, None):
+            index.setdefault((node.name, _first_line(node)), (node, owner))
+    found = index.get((code.co_name, code.co_firstlineno))
+    if found is None or not isinstance(found[0], ast.FunctionDef):
+        return None
+    return found[0], found[1], code.co_filename, lines
 
 
 def _defs(node: ast.AST, owner: ast.ClassDef | None):

@@ -46,6 +46,17 @@ class Segment:
     returns: bool  # the run ends the function on every path: the driver returns what it returns
     first_line: int
     last_line: int
+    # It takes the function's **kwargs as keywords: its other inputs are positional-only (a keyword the call
+    # passed on may share a name with one of them); ``python_node`` is it so, as Python runs it.
+    keywords: bool = False
+
+    def python_node(self) -> ast.FunctionDef:
+        if not self.keywords:
+            return self.node
+        node = copy.copy(self.node)
+        node.args = copy.copy(node.args)
+        node.args.posonlyargs, node.args.args = node.args.args, []
+        return node
 
 
 @dataclass
@@ -406,19 +417,33 @@ class _Splitter:
         body = list(run)
         if not returns:
             body.append(ast.Return(value=_names_value(outs)))
+        # The function's **kwargs, read and not rebound by the run: passed on as keywords (a region takes
+        # them by name, a dict it does not); the other inputs are then positional-only (``Segment.keywords``).
+        star = self.fn.args.kwarg.arg if self.fn.args.kwarg is not None else None
+        keywords = star in params and star not in assigned
+        if keywords:
+            params.remove(star)
         node = _function_def(
             name=self.fn.name,
             args=ast.arguments(
-                posonlyargs=[], args=[ast.arg(arg=p) for p in params], kwonlyargs=[], kw_defaults=[], defaults=[]
+                posonlyargs=[],
+                args=[ast.arg(arg=p) for p in params],
+                kwonlyargs=[],
+                kw_defaults=[],
+                defaults=[],
+                kwarg=ast.arg(arg=star) if keywords else None,
             ),
             body=body,
             decorator_list=[],
             returns=None,
         )
         _locate(node, self.fn)
-        self.segments.append(Segment(name, node, tuple(params), tuple(outs), returns, first, last))
+        ins = (*params, star) if keywords else params
+        self.segments.append(Segment(name, node, tuple(ins), tuple(outs), returns, first, last, keywords))
         call = ast.Call(
-            func=ast.Name(id=name, ctx=ast.Load()), args=[ast.Name(id=p, ctx=ast.Load()) for p in params], keywords=[]
+            func=ast.Name(id=name, ctx=ast.Load()),
+            args=[ast.Name(id=p, ctx=ast.Load()) for p in params],
+            keywords=[ast.keyword(arg=None, value=ast.Name(id=star, ctx=ast.Load()))] if keywords else [],
         )
         if returns:
             stmt: ast.stmt = ast.Return(value=call)

@@ -71,7 +71,10 @@ struct RegionFunction {
   uint64_t device_mask;  // bit per c10::DeviceType the region was built for
   bool has_list;         // some parameter is a tensor list ('L') or a sequence of ints ('I')
   bool check_unobserved; // level 2-3 code: establish Out::unobserved on each call
-  int extras;            // what the body ignores: 1 extra positional arguments (*args), 2 extra keywords
+  int extras;            // what the body ignores: 1 extra positional arguments (*args), 2 extra keywords;
+                         // 4: it reads **kwargs, and a variant takes extra keywords as its last parameters,
+                         // by name (those it was built for, in the call's order); 8: the parameters are
+                         // positional-only (a segment passed **kwargs): every keyword goes to **kwargs
   PyObject* constants;   // tuple, one item per parameter: the value a 'K' parameter must hold (or nullptr)
   PyObject* global_guards;  // tuple of (dict, name, value): globals read at the call, checked to be the same
   PyObject* variants;    // list of the other variants (RegionFunction), tried in order after this one
@@ -382,9 +385,32 @@ std::string region_scope_name(RegionFunction* self) {
   return std::string("ppy region ") + (text ? text : "?");
 }
 
+// The extra keywords of a call (into a **kwargs the body reads): bound after the parameters, in order.
+struct Extras {
+  PyObject* names[kMaxArgs];
+  Py_ssize_t n = 0;
+};
+
+// Whether variant `self` was built for these extra keywords: its parameters past the function's own
+// are named by them, in this order.
+bool takes_extras(RegionFunction* self, Py_ssize_t declared, const Extras& extras) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(self->param_names);
+  if (n != declared + extras.n) return false;
+  for (Py_ssize_t k = 0; k < extras.n; ++k) {
+    PyObject* want = PyTuple_GET_ITEM(self->param_names, declared + k);
+    if (want != extras.names[k] && PyUnicode_Compare(want, extras.names[k]) != 0) return false;
+  }
+  return true;
+}
+
 PyObject* attempt_variant(RegionFunction* self, RegionFunction* head, PyObject* const* bound,
-                          std::string& reason_out, bool* done) {
+                          std::string& reason_out, bool* done, const Extras& extras) {
   *done = false;
+  if ((head->extras & 4) && !takes_extras(self, PyTuple_GET_SIZE(head->param_names), extras)) {
+    reason_out = extras.n ? "no variant has been built for these keywords into **kwargs yet"
+                          : "the variant was built for keywords into **kwargs that this call does not pass";
+    return nullptr;
+  }
   const std::string& kinds = *self->kinds;
   const Py_ssize_t nparams = static_cast<Py_ssize_t>(kinds.size());
   if (self->resolver) {  // a method: the classes its plan names exist once the cell has run
@@ -683,14 +709,22 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
     return fall_back(self, "arity differs from the compiled signature", args, nargsf, kwnames);
   PyObject* bound[kMaxArgs];
   for (Py_ssize_t k = 0; k < nparams; ++k) bound[k] = k < nargs ? args[k] : nullptr;  // beyond: *args, unread
+  Extras extras;
   for (Py_ssize_t k = 0; k < nkw; ++k) {
     PyObject* key = PyTuple_GET_ITEM(kwnames, k);
     Py_ssize_t slot = -1;
-    for (Py_ssize_t p = 0; p < nparams; ++p) {
+    for (Py_ssize_t p = 0; p < nparams && !(self->extras & 8); ++p) {
       PyObject* pname = PyTuple_GET_ITEM(self->param_names, p);
       if (pname == key || PyUnicode_Compare(pname, key) == 0) { slot = p; break; }
     }
     if (slot < 0 && (self->extras & 2)) continue;  // into **kwargs, which the body never reads
+    if (slot < 0 && (self->extras & 4)) {  // into **kwargs, which the body reads: after the parameters
+      if (nparams + extras.n >= kMaxArgs)
+        return fall_back(self, "too many keyword arguments for a region", args, nargsf, kwnames);
+      extras.names[extras.n] = key;
+      bound[nparams + extras.n++] = args[nargs + k];
+      continue;
+    }
     if (slot < 0 || bound[slot])
       return fall_back(self, "keyword arguments do not match the signature", args, nargsf, kwnames);
     bound[slot] = args[nargs + k];
@@ -718,7 +752,7 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
     bool done = false;
     bool first = true;
     if (self->has_entry) {
-      PyObject* r = attempt_variant(self, self, bound, reason, &done);
+      PyObject* r = attempt_variant(self, self, bound, reason, &done, extras);
       if (done) return r;
       first = false;
     }
@@ -726,18 +760,28 @@ PyObject* region_vectorcall(PyObject* callable, PyObject* const* args, size_t na
     for (Py_ssize_t k = 0; k < nvariants; ++k) {
       PyObject* v = PyList_GET_ITEM(self->variants, k);
       Py_INCREF(v);  // a miss hook may change the list
-      PyObject* r = attempt_variant(reinterpret_cast<RegionFunction*>(v), self, bound, first ? reason : other, &done);
+      PyObject* r =
+          attempt_variant(reinterpret_cast<RegionFunction*>(v), self, bound, first ? reason : other, &done, extras);
       Py_DECREF(v);
       if (done) return r;
       first = false;
     }
     if (round > 0 || !self->miss) break;
     // No variant takes the call: the hook may build one for it (returning true when it is ready now).
-    PyObject* bound_args = PyTuple_New(nparams);
+    // The hook sees the parameters and, where the body reads **kwargs, a dict of the extra keywords last.
+    const bool keywords = self->extras & 4;
+    PyObject* bound_args = PyTuple_New(nparams + (keywords ? 1 : 0));
     if (!bound_args) return nullptr;
     for (Py_ssize_t p = 0; p < nparams; ++p) {
       Py_INCREF(bound[p]);
       PyTuple_SET_ITEM(bound_args, p, bound[p]);
+    }
+    if (keywords) {
+      PyObject* kw = PyDict_New();
+      for (Py_ssize_t k = 0; kw && k < extras.n; ++k)
+        if (PyDict_SetItem(kw, extras.names[k], bound[nparams + k]) < 0) Py_CLEAR(kw);
+      if (!kw) { Py_DECREF(bound_args); return nullptr; }
+      PyTuple_SET_ITEM(bound_args, nparams, kw);
     }
     PyObject* why = PyUnicode_FromString(reason.c_str());
     PyObject* hook = self->miss;
@@ -1111,8 +1155,9 @@ PyObject* add_variant(PyObject*, PyObject* args) {
   if (!PyArg_ParseTuple(args, "O!O!", &RegionFunctionType, &a, &RegionFunctionType, &b)) return nullptr;
   auto* self = reinterpret_cast<RegionFunction*>(a);
   auto* other = reinterpret_cast<RegionFunction*>(b);
-  if (a == b || !other->has_entry || other->variants ||
-      PyTuple_GET_SIZE(other->param_names) != PyTuple_GET_SIZE(self->param_names)) {
+  // One taking extra keywords into **kwargs (extras & 4) has them as its last parameters.
+  const Py_ssize_t mine = PyTuple_GET_SIZE(self->param_names), theirs = PyTuple_GET_SIZE(other->param_names);
+  if (a == b || !other->has_entry || other->variants || theirs < mine || (theirs > mine && !(self->extras & 4))) {
     PyErr_SetString(PyExc_ValueError, "a variant is a built region of the same signature, with no variants of its own");
     return nullptr;
   }
