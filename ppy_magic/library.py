@@ -122,7 +122,6 @@ class Compiler:
                 done = self.method(cls, name)
                 if done.bound is not None:
                     m.__dict__[name] = types.MethodType(done.bound, m)
-            m.__dict__["__ppy_compiled__"] = {n: self.made[_attribute(cls, n)] for n in self.methods_of(cls)}
 
     def methods_of(self, cls: type) -> list[str]:
         """``forward`` and the methods it calls on ``self`` (transitively), that its class has."""
@@ -158,6 +157,7 @@ class Compiler:
             done = self.made.get(f)
             if done is None:
                 done = self.made[f] = self._through_wrappers(name, f, owner=cls)
+                _records[id(done.bound if done.bound is not None else f)] = done
         return done
 
     # -- a class, in place ---------------------------------------------------------------------------
@@ -195,7 +195,7 @@ class Compiler:
             bound = _rewrap(w, bound)
         if not wrappers:
             reg.__dict__["__ppy_compiles__"] = f  # what a region calling it inline checks (module_plan.h)
-        return Compiled(name, bound, reg, wrapped_by=tuple(_describe(w) for w in wrappers))
+        return Compiled(name, bound, reg, wrapped_by=tuple(_wrapper_name(w) for w in wrappers))
 
     def _region(self, fn: types.FunctionType, owner: type | None) -> tuple[Any, str | None]:
         if not source.is_plain(fn):
@@ -230,6 +230,21 @@ class Compiler:
 
 # ---- what became of a model ----------------------------------------------------------------------------
 
+# What each method compiled became, by the callable bound on instances (nothing is kept on the instance but
+# the bound method itself, so copies and pickles of a model see plain Python objects).
+_records: dict[int, Compiled] = {}
+
+
+def compiled_methods(m: nn.Module) -> dict[str, Compiled]:
+    """The methods ``ppy_magic.compile`` bound on `m` (or on the module `m` was copied from), by name."""
+    out = {}
+    for name, value in m.__dict__.items():
+        if isinstance(value, types.MethodType) and value.__self__ is m:
+            done = _records.get(id(value.__func__))
+            if done is not None and done.bound is value.__func__:
+                out[name] = done
+    return out
+
 
 @dataclass
 class ModelExplanation:
@@ -253,22 +268,24 @@ def explain_model(model: nn.Module) -> ModelExplanation:
     rows = []
     for path, m in model.named_modules():
         cls = type(m)
-        compiled = m.__dict__.get("__ppy_compiled__")
+        compiled = compiled_methods(m)
         if _is_torch_class(cls):
             what = "torch.nn: runs inline in its caller's region, eager when called from Python"
-        elif compiled is None:
+        elif not compiled:
             what = "Python: not compiled (ppy_magic.compile was not called on a module holding it)"
         else:
-            what = "; ".join(f"{name}: {_status(done)}" for name, done in compiled.items()) or "no forward"
-        rows.append((path, cls.__name__, what))
+            what = "; ".join(f"{name}: {_status(done, bool(path))}" for name, done in compiled.items())
+        rows.append((path, cls.__name__, what or "no forward"))
     return ModelExplanation(type(model).__name__, rows)
 
 
-def _status(done: Compiled) -> str:
+def _status(done: Compiled, inner: bool) -> str:
     if done.bound is None:
         return f"Python ({done.reason})"
     reg = done.region
     calls, fallbacks = region.counters(reg)
+    if inner and calls + fallbacks == 0 and not reg.__dict__.get("__ppy_variant_records__"):
+        return "never called on its own: inline in its caller's region where that one is a region"
     split = reg.__dict__.get("__ppy_split__")
     if split is not None and getattr(reg, "__ppy_driver__", None) is not None:
         n = len(split.breaks)
@@ -347,8 +364,14 @@ def _rewrap(wrapper: types.FunctionType, inner: Callable) -> types.FunctionType:
     return new
 
 
+def _wrapper_name(w: types.FunctionType) -> str:
+    """A wrapper by the code it runs (``functools.wraps`` gave it the wrapped function's names)."""
+    code = w.__code__
+    return f"{w.__globals__.get('__name__', '?')}.{getattr(code, 'co_qualname', code.co_name)}"
+
+
 def _describe(f: Any) -> str:
     return getattr(f, "__qualname__", None) or type(f).__name__
 
 
-__all__ = ["compile", "explain"]
+__all__ = ["compile", "compiled_methods", "explain"]

@@ -12,11 +12,12 @@ with the same bits. Python numbers: by type (``1`` is not ``1.0`` nor ``True``) 
 value, floats by their bits except that any NaN matches any NaN (Python cannot make
 NaN payloads observable the way a tensor's bytes are). Tuples, lists, named tuples
 (``torch.return_types.*``), ``torch.Size`` and dicts: by exact type, length and items,
-recursively. Anything else: by exact type and ``==``.
+recursively; dataclasses (a model's output) by exact type and field by field. Anything else: by exact type and ``==``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import struct
 import sys
@@ -43,6 +44,13 @@ def same_as_eager(got: Any, want: Any, path: str = "result") -> str | None:
             if found is not None:
                 return found
         return None
+    if dataclasses.is_dataclass(want) and not isinstance(want, type):  # an output dataclass: field by field
+        for f in dataclasses.fields(want):
+            found = same_as_eager(getattr(got, f.name), getattr(want, f.name), f"{path}.{f.name}")
+            if found is not None:
+                return found
+        if not isinstance(want, dict):
+            return None
     if isinstance(want, dict):
         if list(got) != list(want):
             return f"{path}: keys {list(got)} vs eager's {list(want)}"

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from ..errors import PpyError
+from ..library import compiled_methods
 from .compare import same_as_eager
 
 REGION = "PPy ATen region"
@@ -195,6 +196,9 @@ def region_of(func: Any) -> Any:
     if getattr(func, "__ppy_region__", False) is True:
         return func
     if isinstance(func, torch.nn.Module):
+        compiled = compiled_methods(func)  # ppy_magic.compile(model): the instance's own
+        if "forward" in compiled:
+            return compiled["forward"].region
         forward = getattr(type(func), "forward", None)
         if getattr(forward, "__ppy_region__", False) is True:
             return forward
@@ -228,6 +232,8 @@ def pure_python_module(model: torch.nn.Module) -> torch.nn.Module:
 
     def twin(module: torch.nn.Module) -> torch.nn.Module:
         copied = copy.copy(module)  # the same _parameters, _buffers and hooks
+        for name in compiled_methods(module):  # ppy_magic.compile's bindings: the class's own methods run
+            copied.__dict__.pop(name, None)
         copied.__dict__["_modules"] = {k: None if m is None else twin(m) for k, m in module._modules.items()}
         copied.__class__ = shadow(type(module))
         return copied
@@ -541,7 +547,7 @@ def _not_region_reason(func: Callable) -> str:
     from ..region import explain  # the reason a function stayed Python lives there
 
     if isinstance(func, torch.nn.Module):
-        forward = getattr(type(func), "forward", None)
+        forward = region_of(func) or getattr(type(func), "forward", None)
         return f"{type(func).__name__}.forward: " + (explain(forward).reason or "it is not a region")
     return explain(func).reason or "it is not a region"
 

@@ -1,0 +1,194 @@
+"""``ppy_magic.compile``: code nobody decorated (tests/support/library_code.py, an importable module),
+compiled from its source. The model is the same object, its classes untouched, other instances eager;
+results, dropout and gradients bit for bit eager's at every call; copies, pickles, hooks and modes behave."""
+
+from __future__ import annotations
+
+import copy
+import io
+import pickle
+import types
+
+import pytest
+import torch
+
+import ppy_magic
+from ppy_magic import variants
+from tests.support import library_code as lib
+
+
+def _model(seed: int = 0) -> lib.Model:
+    torch.manual_seed(seed)
+    return lib.Model(lib.Config())
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, lib.Output):
+        return type(b) is lib.Output and _same(a.last_hidden_state, b.last_hidden_state) and _same(a.aux, b.aux)
+    return isinstance(a, torch.Tensor) and torch.equal(a, b) and a.dtype == b.dtype
+
+
+def _class_state() -> dict:
+    return {cls: dict(vars(cls)) for cls in (lib.Model, lib.Block, lib.MLP, lib.RMSNorm)}
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """A compiled model, its eager twin and an input, after the model settled (builds in the foreground)."""
+    before = _class_state()
+    model, eager = _model(), _model()
+    x = torch.randn(2, 5, 16)
+    assert ppy_magic.compile(model) is model
+    model.eval(), eager.eval()
+    with variants.blocking(), torch.no_grad():
+        for _ in range(4):
+            assert _same(model(x), eager(x))
+    return model, eager, x, before
+
+
+def test_the_classes_are_untouched_and_other_instances_stay_eager(compiled):
+    model, eager, _x, before = compiled
+    assert _class_state() == before  # every attribute of every class the same object
+    assert type(model) is lib.Model and type(model.blocks[0]) is lib.Block
+    assert "forward" not in eager.__dict__ and "forward" not in eager.blocks[0].__dict__
+    assert isinstance(model.forward, types.MethodType) and model.forward.__self__ is model
+    assert model.forward.__func__ is not lib.Model.forward
+
+
+def test_submodules_run_inline_in_their_callers_region(compiled):
+    model, _eager, x, _ = compiled
+    blocks = model.blocks[0].forward.__func__  # the decorator's wrapper, calling the region
+    with variants.blocking(), torch.no_grad():
+        model(x)
+    top = ppy_magic.library.compiled_methods(model)["forward"].region
+    assert top.__ppy_region__, ppy_magic.explain(top)
+    # A block's forward is wrapped by a decorator with code of its own: it runs as Python around its region.
+    assert blocks is not lib.Block.forward and blocks.__wrapped__ is not lib.Block.forward.__wrapped__
+    # The MLP's forward (a decorator that returns it) and RMSNorm's run inline in the block's region.
+    mlp = ppy_magic.library.compiled_methods(model.blocks[0].mlp)["forward"]
+    assert mlp.wrapped_by == () and mlp.region.calls == 0
+
+
+def test_eval_train_and_gradients_are_eagers_bit_for_bit():
+    model, eager = _model(), _model()
+    ppy_magic.compile(model)
+    x = torch.randn(2, 5, 16, requires_grad=True)
+    mask = torch.ones(2, 5, 1)
+    with variants.blocking():
+        for call in range(4):
+            for train in (False, True):
+                model.train(train), eager.train(train)
+                xs = [x.detach().clone().requires_grad_() for _ in range(2)]
+                torch.manual_seed(call)
+                got = model(xs[0], mask=mask)
+                torch.manual_seed(call)
+                want = eager(xs[1], mask=mask)
+                assert _same(got, want), (call, train)
+                (got.last_hidden_state.sum() + got.aux.sum()).backward()
+                (want.last_hidden_state.sum() + want.aux.sum()).backward()
+                assert torch.equal(xs[0].grad, xs[1].grad)
+                for (name, p), (_, q) in zip(model.named_parameters(), eager.named_parameters(), strict=True):
+                    assert torch.equal(p.grad, q.grad), name
+                model.zero_grad(), eager.zero_grad()
+
+
+def test_keywords_into_kwargs_pass_through(compiled):
+    model, eager, x, _ = compiled
+    with variants.blocking(), torch.no_grad():
+        for _ in range(3):
+            assert _same(model(x, extra=torch.ones(1)), eager(x, extra=torch.ones(1)))
+            # the decorator's own code still runs: it renames `hidden` before the region sees the call
+            assert _same(model.blocks[0](hidden=x), eager.blocks[0](hidden=x))
+    block = ppy_magic.library.compiled_methods(model.blocks[0])["forward"].region
+    records = block.__dict__.get("__ppy_variant_records__", ())
+    assert any("extra" in " ".join(r.specialised) for r in records), [str(r) for r in records]
+
+
+def test_explain_is_a_tree_of_submodules(compiled):
+    model, *_ = compiled
+    text = str(ppy_magic.explain(model))
+    assert text.splitlines()[0] == "Model: compiled with ppy_magic.compile"
+    assert "(the model) (Model): forward: region with " in text, text  # the dict on the instance, the output...
+    assert "blocks.0.norm (RMSNorm): forward: never called on its own: inline in its caller's region" in text
+    assert "  blocks.0 (Block):" in text and "    blocks.0.mlp (MLP):" in text
+    assert "blocks.0.mlp.up (Linear): torch.nn" in text
+    assert "renames_kwarg.<locals>.wrapper.<locals>.wrapped" in text  # the wrapper that still runs
+
+
+def test_state_dict_copies_pickles_and_hooks_behave(compiled):
+    model, eager, x, _ = compiled
+    assert list(model.state_dict()) == list(eager.state_dict())
+    assert [n for n, _ in model.named_parameters()] == [n for n, _ in eager.named_parameters()]
+    twin = copy.deepcopy(model)
+    assert twin.forward.__self__ is twin and twin.blocks[1].forward.__self__ is twin.blocks[1]
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    restored = pickle.loads(pickle.dumps(model))
+    seen = []
+    handle = model.blocks[1].register_forward_hook(lambda m, a, out: seen.append(out.shape))
+    with variants.blocking(), torch.no_grad():
+        for _ in range(3):
+            want = eager(x)
+            for other in (twin, loaded, restored):
+                assert _same(other(x), want)
+            assert _same(model(x), want)
+    handle.remove()
+    assert seen == [torch.Size([2, 5, 16])] * 3
+
+
+def test_a_function_a_method_and_a_class_compile():
+    f = ppy_magic.compile(lib.gelu_tanh)
+    assert f is not lib.gelu_tanh and lib.gelu_tanh.__name__ == "gelu_tanh"
+    x = torch.randn(8, 32)
+    with variants.blocking():
+        for _ in range(2):
+            assert torch.equal(f(x), lib.gelu_tanh(x))
+    assert f.__ppy_region__
+    norm = lib.RMSNorm(32)
+    bound = ppy_magic.compile(norm.forward)
+    with variants.blocking():
+        for _ in range(2):
+            assert torch.equal(bound(x), lib.RMSNorm.forward(norm, x))
+
+    class Local(torch.nn.Module):
+        def forward(self, x):
+            return lib.scale_by(x) + 1
+
+    assert ppy_magic.compile(Local) is Local
+    with variants.blocking():
+        for _ in range(2):
+            assert torch.equal(Local()(x), x * 2.0 + 1)
+    assert Local.forward.__ppy_region__
+
+
+def test_bad_input_says_what_to_do():
+    with pytest.raises(TypeError, match="takes an nn.Module, a class or a function"):
+        ppy_magic.compile(3)
+    with pytest.raises(ValueError, match="level"):
+        ppy_magic.compile(lib.gelu_tanh, level=7)
+    with pytest.raises(TypeError, match="not builtin_function_or_method"):
+        ppy_magic.compile(len)
+
+    def numbers():
+        yield 1
+
+    with pytest.raises(ppy_magic.CompileError, match="numbers cannot be compiled: it is a generator"):
+        ppy_magic.compile(numbers)
+
+
+def test_ppy_bench_times_a_compiled_model_against_its_own_python(compiled):
+    """%ppy_bench model x: the region row is the compiled model, the eager row the same model as its classes
+    run it (a twin without the instance's bindings), both bit for bit the same."""
+    from ppy_magic.bench import measure as bench
+
+    model, _eager, x, _ = compiled
+    twin = bench.pure_python_module(model)
+    assert "forward" not in twin.__dict__ and "forward" not in twin.blocks[0].__dict__
+    assert bench.region_of(model) is ppy_magic.library.compiled_methods(model)["forward"].region
+    options = bench.BenchOptions(number=20, repeat=2, warmup=5, compile=False)
+    with variants.blocking(), torch.no_grad():
+        result = bench.measure(model, [x], options, arg_names=["x"])
+    assert result[bench.REGION].matches_eager and result[bench.EAGER].ran
+    assert result.region_calls and result.region_calls > 0
