@@ -33,6 +33,7 @@ NOTEBOOKS = (
     "03_guards_and_fallbacks.ipynb",
     "04_real_model.ipynb",
     "05_artifacts_and_torchrun.ipynb",
+    "06_compile_a_library_model.ipynb",
 )
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 LABELS = ("PPy ATen region", "PyTorch eager", "torch.compile")
@@ -95,6 +96,20 @@ MUST_SHOW = {
         "PpyArtifactWarning",
         "built for torch 2.12.0+cpu",
         "region: True | equal to eager: True",
+    ],
+    "06_compile_a_library_model.ipynb": [
+        "compile returns the same object: True",
+        "equal to eager's at every call: True",
+        "GPT2LMHeadModel: compiled with ppy_magic.compile",
+        "(GPT2Block): forward: region",
+        "(GPT2MLP): forward: region",
+        "type(model) is GPT2LMHeadModel: True",
+        "GPT2LMHeadModel.forward is the original function: True",
+        "this model has its own forward: True | another instance: False",
+        "Python: not compiled (ppy_magic.compile was not called on a module holding it)",
+        "state_dict keys unchanged: True",
+        "state_dict values equal: True",
+        "compiled / eager, best run:",
     ],
 }
 # "stays Python" is expected only where a notebook shows it on purpose.
@@ -299,6 +314,14 @@ def test_binder_widgets_are_pinned_together():
         ]
         assert wanted and all(lab in r.specifier for r in wanted), (lab, wanted)
     assert "pandas" in pins
+
+
+def test_binder_transformers_is_the_version_the_dev_extras_pin():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    dev = tomllib.loads(_read("pyproject.toml"))["project"]["optional-dependencies"]["dev"]
+    pinned = [r.split("==", 1)[1] for r in dev if r.startswith("transformers==")]
+    assert pinned, "pyproject.toml's dev extras no longer pin transformers"
+    assert _pins().get("transformers") == pinned[0], "notebook 06 on Binder: the transformers the tests compile"
 
 
 def test_binder_installs_the_package_itself():
