@@ -232,6 +232,7 @@ class Variants:
         # function around the statement the error names (``breaks.Splitter``), so the call runs its driver.
         self.around: Callable[[Any, CompileError], bool] | None = None
         self.last_call: call_values.CallValues | None = None  # what the last call compiled for said
+        self.repeats = 0  # calls in a row like one already refused (``_GIVE_UP``)
 
     # -- the hook --------------------------------------------------------------------------------
     def __call__(self, reg: Any, bound: tuple, reason: str) -> bool:
@@ -242,7 +243,11 @@ class Variants:
         except TypeError:  # an unhashable value: no memo
             key = None
         if key is not None and key in self.seen:
+            self.repeats += 1
+            if self.repeats >= _GIVE_UP and not self.records:  # the same calls, the same refusal: stop asking
+                self.runtime.set_miss(reg, None)
             return False
+        self.repeats = 0
         why = self._ask(reg, bound, reason)
         if key is not None and why is not False:
             if len(self.seen) >= _SEEN_LIMIT:  # calls of ever new values past the limit: forget, not grow
@@ -403,6 +408,11 @@ class Variants:
             f"runs as Python. What changed between them: {what}. Annotate it (e.g. `n: int`, `scale: float`) so "
             "that one variant serves every value, or raise %config PpyMagics.max_variants."
         )
+
+
+# A function no variant was ever built for, called this many times in a row like calls already refused, is
+# left Python for good (its calls then skip the hook: a segment of library code that never compiles).
+_GIVE_UP = 8
 
 
 class _StaysPython(Exception):

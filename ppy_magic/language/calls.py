@@ -31,6 +31,7 @@ from .values import (
     KwArgs,
     ModuleValue,
     OptionalScalar,
+    SliceValue,
     Static,
     TensorMethod,
     Unbound,
@@ -167,6 +168,9 @@ class CallCompiler:
             return made
         if fn in (len, int, float, bool, str, abs, min, max, isinstance):
             return self.builtin_call(node, fn, args, kwargs)
+        if fn is slice and not kwargs and 1 <= len(args) <= 3:  # an index item, as `a:b:c` is
+            bounds = [None, *args, None][-3:] if len(args) == 1 else [*args, None][:3]
+            return SliceValue(tuple(bounds))
         if fn in CONSUMERS:
             raise self.error(node, f"{fn.__name__}() with these arguments is not supported in a region")
         name = adapters.lookup(fn)

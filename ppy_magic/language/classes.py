@@ -510,7 +510,26 @@ def class_source(cls: type) -> tuple[ast.ClassDef, str, list[str]] | None:
             ):
                 return node, code.co_filename, lines
         return None
-    return None
+    return _class_in_module_file(cls)
+
+
+def _class_in_module_file(cls: type) -> tuple[ast.ClassDef, str, list[str]] | None:
+    """A class whose body holds no function (attributes only): found by its qualified name in its module's file."""
+    from .source import file_tree
+
+    filename = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    parsed = file_tree(filename) if filename else None
+    if parsed is None or "<locals>" in cls.__qualname__:
+        return None
+    tree, lines = parsed
+    body: list[ast.stmt] = tree.body
+    node = None
+    for part in cls.__qualname__.split("."):
+        node = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == part), None)
+        if node is None:
+            return None
+        body = node.body
+    return node, filename, lines
 
 
 def _is_self(node: ast.AST, me: str) -> bool:

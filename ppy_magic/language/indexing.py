@@ -14,7 +14,7 @@ from typing import Any
 from . import ir, ops
 from .ir import Kind
 from .namespace import static_value
-from .values import ModuleValue, Static
+from .values import ModuleValue, SliceValue, Static
 
 
 class IndexCompiler:
@@ -98,18 +98,13 @@ class IndexCompiler:
                 items.append(self.range_index(e))
                 continue
             if isinstance(e, ast.Slice):
-                parts = []
-                for p in (e.lower, e.upper, e.step):
-                    v = self.value(p) if p is not None else None
-                    if v is not None and not (
-                        getattr(v, "kind", None) in (Kind.INT, Kind.BOOL)
-                        or (isinstance(v, ir.Const) and v.kind == Kind.NONE)
-                    ):
-                        raise self.error(p, f"slice bounds must be ints or None, got {ops.describe(v)}")
-                    parts.append(None if v is None or (isinstance(v, ir.Const) and v.kind == Kind.NONE) else v)
-                items.append(ir.IndexItem("slice", tuple(parts)))
+                values = [(p, self.value(p) if p is not None else None) for p in (e.lower, e.upper, e.step)]
+                items.append(self.slice_item(values))
                 continue
             v = self.value(e) if given is None else given
+            if isinstance(v, SliceValue):  # slice(a, b): as a:b
+                items.append(self.slice_item([(e, b) for b in v.bounds]))
+                continue
             if isinstance(v, Static) and v.value is Ellipsis:
                 items.append(ir.IndexItem("ellipsis"))
             elif isinstance(v, ir.Const) and v.kind == Kind.NONE:
@@ -131,6 +126,16 @@ class IndexCompiler:
                     "Index with ints, slices, None, ..., or tensors.",
                 )
         return tuple(items)
+
+    def slice_item(self, bounds: list[tuple[ast.AST, Any]]) -> ir.IndexItem:
+        parts = []
+        for p, v in bounds:
+            if v is not None and not (
+                getattr(v, "kind", None) in (Kind.INT, Kind.BOOL) or (isinstance(v, ir.Const) and v.kind == Kind.NONE)
+            ):
+                raise self.error(p, f"slice bounds must be ints or None, got {ops.describe(v)}")
+            parts.append(None if v is None or (isinstance(v, ir.Const) and v.kind == Kind.NONE) else v)
+        return ir.IndexItem("slice", tuple(parts))
 
     def is_range(self, e: ast.expr) -> bool:
         return isinstance(e, ast.Call) and not e.keywords and static_value(e.func, self.g) is range

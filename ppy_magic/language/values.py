@@ -65,6 +65,13 @@ class Static:
     value: Any
 
 
+@dataclass(frozen=True)
+class SliceValue:
+    """``slice(start, stop, step)``: an index item, as ``start:stop:step`` is (each bound an int value or None)."""
+
+    bounds: tuple[Any, Any, Any]
+
+
 class Unsupported(Exception):
     """An adapter reached `unsupported(...)`: the calling function stays Python."""
 
