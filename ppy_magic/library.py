@@ -306,6 +306,11 @@ def explain(obj: Any) -> Any:
     """``ppy_magic.explain``: for a compiled model, the tree of its submodules; otherwise ``region.explain``."""
     if isinstance(obj, nn.Module):
         return explain_model(obj)
+    if isinstance(obj, types.MethodType) and obj.__func__ is not None:  # model.forward: the instance's own
+        done = _records.get(id(obj.__func__))
+        if done is not None and done.bound is obj.__func__:
+            return region.explain(done.region)
+        return region.explain(obj.__func__)
     return region.explain(obj)
 
 

@@ -12,7 +12,8 @@ with the same bits. Python numbers: by type (``1`` is not ``1.0`` nor ``True``) 
 value, floats by their bits except that any NaN matches any NaN (Python cannot make
 NaN payloads observable the way a tensor's bytes are). Tuples, lists, named tuples
 (``torch.return_types.*``), ``torch.Size`` and dicts: by exact type, length and items,
-recursively; dataclasses (a model's output) by exact type and field by field. Anything else: by exact type and ``==``.
+recursively; dataclasses (a model's output) by exact type and field by field; an object with no
+``__eq__`` of its own (a model's cache) by its attributes. Anything else: by exact type and ``==``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import torch
 __all__ = ["same_as_eager"]
 
 
-def same_as_eager(got: Any, want: Any, path: str = "result") -> str | None:
+def same_as_eager(got: Any, want: Any, path: str = "result", depth: int = 0) -> str | None:
     """None when `got` is the same as eager's `want`; else the first difference, prefixed with its path."""
     if isinstance(want, torch.Tensor):
         if not isinstance(got, torch.Tensor):
@@ -40,13 +41,13 @@ def same_as_eager(got: Any, want: Any, path: str = "result") -> str | None:
         if len(got) != len(want):
             return f"{path}: {len(got)} items vs eager's {len(want)}"
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            found = same_as_eager(g, w, f"{path}[{i}]")
+            found = same_as_eager(g, w, f"{path}[{i}]", depth + 1)
             if found is not None:
                 return found
         return None
     if dataclasses.is_dataclass(want) and not isinstance(want, type):  # an output dataclass: field by field
         for f in dataclasses.fields(want):
-            found = same_as_eager(getattr(got, f.name), getattr(want, f.name), f"{path}.{f.name}")
+            found = same_as_eager(getattr(got, f.name), getattr(want, f.name), f"{path}.{f.name}", depth + 1)
             if found is not None:
                 return found
         if not isinstance(want, dict):
@@ -55,7 +56,7 @@ def same_as_eager(got: Any, want: Any, path: str = "result") -> str | None:
         if list(got) != list(want):
             return f"{path}: keys {list(got)} vs eager's {list(want)}"
         for key in want:
-            found = same_as_eager(got[key], want[key], f"{path}[{key!r}]")
+            found = same_as_eager(got[key], want[key], f"{path}[{key!r}]", depth + 1)
             if found is not None:
                 return found
         return None
@@ -64,11 +65,27 @@ def same_as_eager(got: Any, want: Any, path: str = "result") -> str | None:
     if isinstance(want, complex):
         same = _same_float(got.real, want.real) and _same_float(got.imag, want.imag)
         return None if same else f"{path}: {got!r} vs eager's {want!r}"
+    plain = type(want).__eq__ is object.__eq__ and hasattr(want, "__dict__") and not callable(want)
+    if plain and got is not want and not isinstance(want, (type, torch.nn.Module)):
+        # An object with no equality of its own (a model's cache): the same when its attributes are.
+        if depth > _MAX_DEPTH:
+            return f"{path}: nested too deep to compare"
+        mine, theirs = vars(got), vars(want)
+        if list(mine) != list(theirs):
+            return f"{path}: attributes {list(mine)} vs eager's {list(theirs)}"
+        for key in theirs:
+            found = same_as_eager(mine[key], theirs[key], f"{path}.{key}", depth + 1)
+            if found is not None:
+                return found
+        return None
     try:
         same = bool(got == want)
     except Exception:  # an object whose == raises or is ambiguous cannot be called the same
         same = False
     return None if same else f"{path}: {got!r} vs eager's {want!r}"
+
+
+_MAX_DEPTH = 20  # objects compared by their attributes, inside one another
 
 
 def _same_float(a: float, b: float) -> bool:

@@ -293,12 +293,17 @@ class ModuleCompiler:
             raise self.error(node, f"{mv.path} cannot be called inline: {mv.mtype.cls.name} {model.call_problem[3:]}")
         target = model.methods.get(method)
         if target is None:
-            what = f"torch.nn.{mv.mtype.cls.name}" if mv.mtype.cls.obj is not None else mv.mtype.cls.name
+            obj = mv.mtype.cls.obj
+            torch_own = obj is not None and obj.__module__.startswith("torch")
+            what = f"{obj.__module__}.{obj.__qualname__}" if obj is not None else mv.mtype.cls.name
             hint = (
-                f"Decorate {mv.mtype.cls.name}.{method} with @ppy.opt in the same cell."
-                if not (mv.mtype.cls.obj is not None and mv.mtype.cls.obj.__module__.startswith("torch"))
-                else "ppy_magic's torch.nn restatements cover Linear, convolutions, norms, dropout, "
+                "ppy_magic's torch.nn restatements cover Linear, convolutions, norms, dropout, "
                 "embeddings, activations and the containers; call the functional form instead."
+                if torch_own
+                else f"Decorate {mv.mtype.cls.name}.{method} with @ppy.opt in the same cell."
+                if not self.g.reach
+                else f"{what}.{method} is wrapped by a decorator with code of its own, or is not a plain function: "
+                "it runs as Python (its body a region of its own)."
             )
             raise self.error(node, f"{mv.path}.{method}() is not compiled: {what}.{method} is not a region", hint)
         if hooks:
