@@ -192,3 +192,16 @@ def test_ppy_bench_times_a_compiled_model_against_its_own_python(compiled):
         result = bench.measure(model, [x], options, arg_names=["x"])
     assert result[bench.REGION].matches_eager and result[bench.EAGER].ran
     assert result.region_calls and result.region_calls > 0
+
+
+@pytest.mark.parametrize("keep", [0, 1, 3])
+def test_forms_library_code_uses_compile(keep):
+    """slice(...) as an index, isinstance decided when compiling, a tuple display of a run-time shape."""
+    f, g = ppy_magic.compile(lib.keep_last), ppy_magic.compile(lib.split_heads)
+    x = torch.randn(2, 5, 8)
+    with variants.blocking():
+        for _ in range(2):
+            assert torch.equal(f(x, keep), lib.keep_last(x, keep))
+            assert torch.equal(g(x, 2), lib.split_heads(x, 2))
+    assert f.__ppy_region__ and g.__ppy_region__
+    assert not f.__dict__.get("__ppy_split__") and not g.__dict__.get("__ppy_split__")  # whole, no breaks

@@ -229,6 +229,17 @@ class CallCompiler:
         self.check(name, message)
         return ir.Const(None, Kind.NONE)
 
+    def known_instance(self, v: Any, cls: type) -> bool | None:
+        """isinstance(v, cls) where compiling decides it: a value compiled in (None, a callable, an object), or a
+        module of a class that exists (each call is checked to hold exactly that class); None elsewhere."""
+        if isinstance(v, ir.Const) and v.kind == Kind.NONE:
+            return isinstance(None, cls)
+        if isinstance(v, Static):
+            return isinstance(v.value, cls)
+        if isinstance(v, ModuleValue) and v.mtype.cls is not None and v.mtype.cls.obj is not None:
+            return issubclass(v.mtype.cls.obj, cls)
+        return None
+
     def math_call(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
         if kwargs or len(args) != 1 or getattr(args[0], "kind", None) not in ir.SCALAR_KINDS:
             raise self.error(node, f"math.{fn.__name__} takes one number in a region")
@@ -242,6 +253,10 @@ class CallCompiler:
         if fn is isinstance and len(args) == 2 and isinstance(args[1], ir.Tup) and args[1].items:
             parts = [self.builtin_call(node, fn, [args[0], t], {}) for t in args[1].items]
             return ir.Const(any(p.value for p in parts), Kind.BOOL)  # each is known when compiled
+        if fn is isinstance and len(args) == 2 and isinstance(args[1], Static) and isinstance(args[1].value, type):
+            known = self.known_instance(args[0], args[1].value)
+            if known is not None:
+                return ir.Const(known, Kind.BOOL)
         if fn is isinstance and len(args) == 2 and isinstance(args[1], Static):
             want = args[1].value
             kinds = {

@@ -198,8 +198,43 @@ class ExpressionCompiler:
         fdef.end_lineno, fdef.end_col_offset = node.end_lineno, node.end_col_offset
         return Closure(fdef, id(self), self.g, self.filename, self.source_lines)
 
-    def visit_Tuple(self, node: ast.Tuple) -> ir.Tup:
-        return ir.Tup(tuple(self.starred_items(node.elts)))
+    def visit_Tuple(self, node: ast.Tuple) -> Any:
+        items = [
+            (isinstance(e, ast.Starred), e, self.value(e.value if isinstance(e, ast.Starred) else e)) for e in node.elts
+        ]
+        if any(star and getattr(v, "kind", None) == Kind.INTS for star, _e, v in items):
+            return self.ints_display(node, items)  # `(*x.shape[:-1], -1, d)`: ints of a run-time length
+        out = []
+        for star, e, v in items:
+            if star and not isinstance(v, ir.Tup):
+                raise self.error(e, "`*` of a sequence whose length is only known at run time")
+            out.extend(v.items if star else [v])
+        return ir.Tup(tuple(out))
+
+    def ints_display(self, node: ast.Tuple, items: list[tuple[bool, ast.expr, Any]]) -> ir.Atom:
+        """A tuple display of ints holding a starred run-time sequence: one tuple (not a torch.Size)."""
+        pieces: list[Any] = []
+        run: list[Any] = []
+        for star, e, v in items:
+            if star and getattr(v, "kind", None) == Kind.INTS:
+                if run:
+                    pieces.append(ir.Tup(tuple(run)))
+                    run = []
+                pieces.append(v)
+            elif star and isinstance(v, ir.Tup):
+                run.extend(v.items)
+            elif star:
+                raise self.error(e, "`*` of a sequence whose length is only known at run time")
+            else:
+                run.append(v)
+        if run:
+            pieces.append(ir.Tup(tuple(run)))
+        out = self.as_ints(node, pieces[0])
+        if len(pieces) == 1:  # `(*shape,)`: a tuple of it
+            return self.intrinsic("seq_concat", Kind.INTS, out, self.as_ints(node, ir.Tup(())))
+        for p in pieces[1:]:
+            out = self.intrinsic("seq_concat", Kind.INTS, out, self.as_ints(node, p))
+        return out
 
     def starred_items(self, elts: list[ast.expr]) -> list[Any]:
         out = []

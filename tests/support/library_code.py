@@ -108,9 +108,24 @@ class Model(nn.Module):
     def summary(self, x):
         return x.abs().max()
 
-    def forward(self, x, mask=None, **kwargs):
+    def forward(self, x, mask=None, cache=None, **kwargs):
+        if not isinstance(self.config, Config) or isinstance(cache, Config):  # decided when compiling
+            raise TypeError("a Config, please")
         for block in self.blocks:
             x = block(x, mask=mask, **kwargs)
         self.calls["n"] = self.calls.get("n", 0) + 1
         h = scale_by(self.out(x))
         return Output(h, aux=torch.relu(h).sum(-1))
+
+
+def keep_last(hidden, keep):
+    """transformers' slice_logits_to_keep, as written there: an int becomes a slice object."""
+    if isinstance(keep, int):
+        keep = slice(-keep, None)
+    return hidden[:, keep, :]
+
+
+def split_heads(x, heads):
+    """A shape built from a run-time shape: `(*x.shape[:-1], heads, -1)`."""
+    shape = (*x.shape[:-1], heads, -1)
+    return x.view(shape).transpose(1, 2) * len((*x.shape,))
