@@ -191,8 +191,9 @@ class Splitter:
                 original = self._original(compiled) if compiled is not None else None
                 if original is not None:
                     out.append((compiled, original, use.lineno, use.col_offset))
-            return out
-        compiled = getattr(failure, "statement", None)
+            if out:
+                return out
+        compiled = getattr(failure, "statement", None)  # (or its reads were in a function it calls)
         loc = failure.loc
         if compiled is None and loc is not None and loc.filename == self.source.filename:
             compiled = splitting.statement_at(self.source.node, loc.line)

@@ -500,7 +500,11 @@ def _translate_once(
         if not any(star is not None and star.arg in read for star in (a.vararg, a.kwarg)):
             raise
         hint = "The region is built for calls that pass nothing in *args and **kwargs; name what it reads."
-        raise CompileError(err.message, err.loc, hint, err.function, err._source_line) from None
+        again = CompileError(err.message, err.loc, hint, err.function, err._source_line)
+        for what in ("statement", "uses"):  # where it points (breaks)
+            if hasattr(err, what):
+                setattr(again, what, getattr(err, what))
+        raise again from None
     if not comp.terminated:
         raise comp.error(fn, "a region must end with `return`", "Return the result tensor(s).")
     specs = {s for s, _ in comp.returns} or {ir.RETURN_CODES[Kind.NONE]}  # no return: it never returns

@@ -4,8 +4,8 @@
 read into a name first, the rest of the statement can. ``hoistable`` finds the expression to read
 (the largest read-only one around where a compile error points), ``replace`` rewrites the
 statement to read the name instead. Reading it a little earlier than written is exact: it only
-reads (names, subscripts, ``len``, a mapping's ``get``), the compiled parts before it write no Python
-name or container, and where it raises, the driver runs the statement as written
+reads (names, attributes, subscripts, ``len``, a mapping's ``get``), the compiled parts before it write no
+Python name or container, and where it raises, the driver runs the statement as written
 (``splitting._Splitter.hoist``).
 """
 
@@ -21,13 +21,15 @@ _PURE_METHODS = frozenset({"get", "keys", "values", "items"})
 
 
 def _pure(n: ast.AST) -> bool:
-    """An expression that only reads: names, constants, subscripts, `len`/`isinstance`, a mapping's
+    """An expression that only reads: names, attributes, constants, subscripts, `len`/`isinstance`, a mapping's
     `get`/`keys`/`values`/`items`. Read a little earlier than written, it reads the same (a region writes no
     Python name or container); if it raises, the statement runs as written."""
     if isinstance(n, ast.Name):
         return isinstance(n.ctx, ast.Load)
     if isinstance(n, ast.Constant):
         return True
+    if isinstance(n, ast.Attribute):  # `self.config.name`: an object's attribute (a config's property too)
+        return isinstance(n.ctx, ast.Load) and _pure(n.value) and not isinstance(n.value, ast.Constant)
     if isinstance(n, ast.Subscript):
         return isinstance(n.ctx, ast.Load) and _pure(n.value) and _pure(n.slice)
     if isinstance(n, ast.Slice):

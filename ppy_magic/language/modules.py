@@ -200,7 +200,10 @@ class ModuleCompiler:
         if not found:
             if model is not None and name in model.methods:
                 return BoundMethod(mv, name)
-            raise self.error(node, f"`{path}` cannot be read in a region: {value}")
+            err = self.error(node, f"`{path}` cannot be read in a region: {value}")
+            if not m.module:  # a plain object's property (a config's): read in Python before the statement
+                err.uses = (node,)
+            raise err
         constant_scalars = self.ctx.call is not None and self.ctx.call.constant_scalars
         stated = model.attr(name) if model is not None else None
         # What the class says, where the value agrees (narrowed to the option it holds): every instance of the
