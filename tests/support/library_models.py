@@ -917,6 +917,9 @@ class CallShare:
         return f"{self.compiled} of eager's {self.eager} Python calls ({self.share:.1%})"
 
 
+SETTLE_CALLS = 30  # the most calls a compiled model is given to settle
+
+
 def count_python_calls(fn: Callable[[], Any]) -> int:
     """Python function calls (frames entered: ``sys.setprofile``'s 'call' events) while `fn()` runs, in
     this thread."""
@@ -936,14 +939,26 @@ def count_python_calls(fn: Callable[[], Any]) -> int:
     return count - 1  # not fn's own frame
 
 
-def python_call_share(model: nn.Module, args: tuple, kwargs: dict, *, eager: nn.Module, warmup: int = 3) -> CallShare:
+def settle(model: nn.Module, args: tuple, kwargs: dict, *, most: int = SETTLE_CALLS) -> int:
+    """Call `model` (eval, no_grad, builds in the foreground) until one forward makes as many Python calls as
+    the one before: a compiled model splits and builds over its first calls. The calls it took."""
+    model.eval()
+    before = None
+    with torch.no_grad(), _foreground():
+        for n in range(1, most + 1):
+            now = count_python_calls(lambda: model(*args, **kwargs))
+            if now == before:
+                return n
+            before = now
+    return most
+
+
+def python_call_share(model: nn.Module, args: tuple, kwargs: dict, *, eager: nn.Module) -> CallShare:
     """Python calls of one eval forward (no_grad) of compiled `model` over those of `eager` on the same
-    inputs, each after `warmup` calls (the compiled one settled)."""
+    inputs, once the compiled one has settled (``settle``)."""
     counts = []
     for m in (model, eager):
-        m.eval()
+        settle(m, args, kwargs)
         with torch.no_grad(), _foreground():
-            for _ in range(warmup):
-                m(*args, **kwargs)
             counts.append(count_python_calls(lambda m=m: m(*args, **kwargs)))
     return CallShare(counts[0], counts[1], counts[0] / counts[1] if counts[1] else 1.0)
