@@ -408,6 +408,7 @@ def test_the_public_names():
             "PpyFallbackWarning",
             "__version__",
             "annotate",
+            "compile",
             "explain",
             "functional_coverage",
             "load_ipython_extension",
