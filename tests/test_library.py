@@ -205,3 +205,20 @@ def test_forms_library_code_uses_compile(keep):
             assert torch.equal(g(x, 2), lib.split_heads(x, 2))
     assert f.__ppy_region__ and g.__ppy_region__
     assert not f.__dict__.get("__ppy_split__") and not g.__dict__.get("__ppy_split__")  # whole, no breaks
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_generate_with_a_cache_is_eagers(name):
+    """transformers' generate() on a compiled model (a KV cache updated between calls, positions moving):
+    the same tokens as eager's at every generation."""
+    pytest.importorskip("transformers")
+    from tests.support import library_models as L
+
+    model, args, _kwargs = L.entry(name).build()
+    eager = copy.deepcopy(model)
+    ppy_magic.compile(model)
+    with variants.blocking():
+        for _ in range(3):
+            got = model.generate(args[0], max_new_tokens=6, do_sample=False, pad_token_id=0)
+            want = eager.generate(args[0], max_new_tokens=6, do_sample=False, pad_token_id=0)
+            assert torch.equal(got, want)
