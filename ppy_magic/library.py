@@ -183,7 +183,7 @@ class Compiler:
         inner = f
         while not _is_def(inner):
             nxt = getattr(inner, "__wrapped__", None)
-            if not isinstance(inner, types.FunctionType) or not _holds(inner, nxt):
+            if not isinstance(inner, types.FunctionType) or not _holds(inner, nxt) or len(wrappers) > 16:
                 return Compiled(name, None, reason=f"{_describe(inner)} is not a function ppy_magic can read")
             wrappers.append(inner)
             inner = nxt
