@@ -134,7 +134,7 @@ def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = 
         return 1
     if not quiet and binder.report.summary():
         print(binder.report.summary(), file=sys.stderr)
-    code = compile(source, path, "exec")
+    code = compile(source, path, "exec", dont_inherit=True)  # not this module's __future__ imports
     # Its imports of files that use @ppy.opt compile too, each as its own cell, with the same options.
     finder = imports.install(
         lambda: imports.Settings(

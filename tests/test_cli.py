@@ -72,8 +72,12 @@ def test_ppy_file_runs_as_main_with_argv(tmp_path):
                 pass
             return x
 
+        def annotated(x: int) -> int:
+            return x
+
         if __name__ == "__main__":
             print("argv", sys.argv[1:])
+            print("annotations", annotated.__annotations__["x"] is int)  # not ppy's own __future__ import
             print("region", double.__ppy_region__, getattr(stays, "__ppy_region__", False))
             print("value", double(torch.ones(2)).tolist())
     """)
@@ -81,6 +85,7 @@ def test_ppy_file_runs_as_main_with_argv(tmp_path):
     proc = run(PPY + [str(prog), "a", "--b"])
     assert "argv ['a', '--b']" in proc.stdout
     assert "region True False" in proc.stdout
+    assert "annotations True" in proc.stdout
     assert "value [2.0, 2.0]" in proc.stdout
     assert re.search(r"'stays' stays Python: at 12:5: `try`", proc.stderr), proc.stderr
 
