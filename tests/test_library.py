@@ -222,3 +222,19 @@ def test_generate_with_a_cache_is_eagers(name):
             got = model.generate(args[0], max_new_tokens=6, do_sample=False, pad_token_id=0)
             want = eager.generate(args[0], max_new_tokens=6, do_sample=False, pad_token_id=0)
             assert torch.equal(got, want)
+
+
+def test_a_library_exception_class_is_raised_by_the_region_as_in_python():
+    f = ppy_magic.compile(lib.checked_scale)
+    x = torch.randn(3, 4)
+    with variants.blocking():
+        for _ in range(2):
+            assert torch.equal(f(x, 2), lib.checked_scale(x, 2))
+    assert f.__ppy_region__ and "__ppy_split__" not in f.__dict__, ppy_magic.explain(f)
+    for args, cls in (((torch.randn(3), 2), lib.ShapeError), ((x, -1), lib.Errors.Nested)):
+        with pytest.raises(cls) as want:
+            lib.checked_scale(*args)
+        with pytest.raises(cls) as got:
+            f(*args)
+        assert type(got.value) is cls and str(got.value) == str(want.value)
+    assert ppy_magic.explain(f).fallbacks == 0

@@ -368,7 +368,10 @@ class Emitter:
         elif isinstance(s, ir.Raise):
             self.line(depth, s.line)
             message = json.dumps(s.message) if isinstance(s.message, str) else atom(s.message)
-            self.out(depth, f"ppy::raise({cpp.python_error(s.error)}, {message});")
+            if ":" in s.error:  # a library's exception class, "module:qualname"
+                self.out(depth, f"ppy::raise_custom({json.dumps(s.error)}, {message});")
+            else:
+                self.out(depth, f"ppy::raise({cpp.python_error(s.error)}, {message});")
         elif isinstance(s, ir.Return):
             self.line(depth, s.line)
             if self.helper:

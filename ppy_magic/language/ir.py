@@ -514,7 +514,7 @@ class Continue:
 
 @dataclass(frozen=True)
 class Raise:
-    error: str  # the Python exception: AssertionError, ValueError, ... (values.RAISABLE_ERRORS)
+    error: str  # AssertionError, ValueError, ... (values.RAISABLE_ERRORS), or another class as module:qualname
     message: Any  # a str, or a STR atom formatted at run time (an f-string)
     line: int
 

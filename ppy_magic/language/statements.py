@@ -9,6 +9,7 @@ paths becomes one declared variable, if its kinds agree.
 from __future__ import annotations
 
 import ast
+import sys
 import warnings
 from typing import Any
 
@@ -25,6 +26,7 @@ from .values import (
     Closure,
     OptionalScalar,
     StarredRest,
+    Static,
     Unbound,
     UnionValue,
     atoms_of,
@@ -80,7 +82,13 @@ class StatementCompiler:
         self.locals[node.name] = Closure(node, id(self), self.g, self.filename, self.source_lines)
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        value = self.value(node.value)
+        unpacked = all(isinstance(t, (ast.Tuple, ast.List)) for t in node.targets)
+        if isinstance(node.value, ast.GeneratorExp) and unpacked:
+            # `k, v = (f(t) for t in (k, v))`: unpacking runs the generator to its end, as tuple() does
+            call = ast.copy_location(ast.Call(ast.Name("tuple", ast.Load()), [node.value], []), node)
+            value = self.consume(call, tuple)
+        else:
+            value = self.value(node.value)
         for target in node.targets:
             self.bind_target(target, value)
 
@@ -263,17 +271,30 @@ class StatementCompiler:
 
     def visit_Raise(self, node: ast.Raise) -> None:
         exc = node.exc
-        if not (
-            isinstance(exc, ast.Call)
-            and isinstance(exc.func, ast.Name)
-            and exc.func.id in RAISABLE_ERRORS
-            and len(exc.args) <= 1
-            and not exc.keywords
-        ):
+        if not (isinstance(exc, ast.Call) and len(exc.args) <= 1 and not exc.keywords):
             raise self.error(node, 'only `raise ValueError("message")` and the like are supported in a region')
+        if isinstance(exc.func, ast.Name) and exc.func.id in RAISABLE_ERRORS:
+            error = exc.func.id
+        else:
+            error = self.exception_class(exc.func)
         message = self.message(exc.args[0]) if exc.args else ""
-        self.emit(ir.Raise(exc.func.id, message, self.line()))
+        self.emit(ir.Raise(error, message, self.line()))
         self.terminated = True
+
+    def exception_class(self, node: ast.expr) -> str:
+        """`raise LibraryError(message)`: the class as ``module:qualname``, which the runtime imports when
+        it raises (a class Python can find again by that name: not one defined inside a function)."""
+        value = self.value(node)
+        cls = value.value if isinstance(value, Static) else None
+        qualname = getattr(cls, "__qualname__", "")
+        if not (isinstance(cls, type) and issubclass(cls, Exception)) or "<" in qualname:
+            raise self.error(node, 'only `raise ValueError("message")` and the like are supported in a region')
+        found = sys.modules.get(cls.__module__)
+        for part in qualname.split("."):
+            found = getattr(found, part, None)
+        if found is not cls:
+            raise self.error(node, f"the exception class {qualname} cannot be found by its name in {cls.__module__}")
+        return f"{cls.__module__}:{qualname}"
 
     def message(self, node: ast.expr) -> Any:
         """An error message: a str, or a string atom built at run time from an f-string."""

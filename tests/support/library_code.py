@@ -129,3 +129,20 @@ def split_heads(x, heads):
     """A shape built from a run-time shape: `(*x.shape[:-1], heads, -1)`."""
     shape = (*x.shape[:-1], heads, -1)
     return x.view(shape).transpose(1, 2) * len((*x.shape,))
+
+
+class ShapeError(ValueError):
+    """A library's own exception class, raised from code a region compiles."""
+
+
+class Errors:
+    class Nested(RuntimeError):
+        pass
+
+
+def checked_scale(x, factor):
+    if x.dim() != 2:
+        raise ShapeError(f"expected a 2-D input, got {x.dim()} dimensions")
+    if factor < 0:
+        raise Errors.Nested("a negative factor")
+    return x * factor

@@ -37,6 +37,7 @@ struct Arg {
 enum class PyError : int {
   None = 0, AssertionError, ValueError, ZeroDivisionError, OverflowError, IndexError, TypeError,
   RuntimeError, Pending, UnboundLocalError, NotImplementedError,
+  Custom,  // another exception class: Out::message is "module:qualname\n" + the message
 };
 
 // Results in the order the return spec names them: tensors in `t`, floats in

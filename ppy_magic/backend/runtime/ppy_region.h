@@ -41,6 +41,11 @@ struct Raise {
   throw Raise{kind, std::move(message)};
 }
 
+// raise SomeError(message) of a class a module defines ("module:qualname"), such as a library's own error.
+[[noreturn]] inline void raise_custom(const char* type, const std::string& message) {
+  throw Raise{PyError::Custom, std::string(type) + '\n' + message};
+}
+
 // warnings.warn(message[, DeprecationWarning]): the runtime's warning handler issues it as a Python warning
 // when the call ends (no C++ source location: Python attributes it to the region's caller).
 inline void warn(const std::string& message, bool deprecation) {

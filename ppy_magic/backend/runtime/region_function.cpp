@@ -374,6 +374,30 @@ PyObject* python_error_type(ppy::PyError e) {
   }
 }
 
+// Out::error of PyError::Custom: "module:qualname\n" + message, raised as that class(message).
+void set_custom_error(const std::string& encoded) {
+  const size_t nl = encoded.find('\n');
+  const std::string path = encoded.substr(0, nl), message = nl == std::string::npos ? "" : encoded.substr(nl + 1);
+  const size_t colon = path.find(':');
+  PyObject* obj = PyImport_ImportModule(path.substr(0, colon).c_str());
+  size_t start = colon + 1;
+  while (obj && start <= path.size()) {
+    const size_t dot = std::min(path.find('.', start), path.size());
+    PyObject* next = PyObject_GetAttrString(obj, path.substr(start, dot - start).c_str());
+    Py_DECREF(obj);
+    obj = next;
+    start = dot + 1;
+  }
+  if (obj && PyExceptionClass_Check(obj)) {
+    PyErr_SetString(obj, message.c_str());
+  } else {
+    PyErr_Clear();
+    PyErr_Format(PyExc_SystemError, "ppy: the region raised %s, which is no longer importable: %s", path.c_str(),
+                 message.c_str());
+  }
+  Py_XDECREF(obj);
+}
+
 // One variant's attempt at a call whose arguments are bound: its guards, then its entry.
 // Returns the result (or nullptr with a Python error set) with *done = true; with *done = false
 // the variant does not take this call and `reason` says why (nothing of it ran).
@@ -677,7 +701,11 @@ PyObject* attempt_variant(RegionFunction* self, RegionFunction* head, PyObject* 
       if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "ppy: a region stopped for a Python error it lost");
     } else if (!failed && out.error != ppy::PyError::None) {
       failed = true;
-      PyErr_SetString(python_error_type(out.error), out.message.c_str());
+      if (out.error == ppy::PyError::Custom) {
+        set_custom_error(out.message);
+      } else {
+        PyErr_SetString(python_error_type(out.error), out.message.c_str());
+      }
     }
     if (failed) warnings.set_in_exception();
   } catch (python_error& e) {  // a warning that the warning filters turned into an error
