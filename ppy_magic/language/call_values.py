@@ -17,6 +17,7 @@ attributes take their kinds from the objects the call brought (``samples``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import types
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from . import einops_forms
 from .classes import NONE, ClassRef, ModType, Scalar, Unknown
 from .ir import Kind
 
@@ -140,7 +142,7 @@ def object_type(value: Any) -> ModType:
         if cls is not nn.ModuleDict and types_ and all(t == types_[0][1] for _, t in types_):
             return ModType(ref, elem=types_[0][1])
         return ModType(ref, children=tuple(types_))
-    return ModType(ref)
+    return ModType(ref, constants=einops_forms.layer_operation(value) or ())
 
 
 def lookup(obj: Any, name: str) -> tuple[bool, Any]:
@@ -213,7 +215,8 @@ def stated_for(t: Any, value: Any, exact: bool) -> Any:
         if t.cls is None or t.children is not None or t.elem is not None:
             return None  # a container or a plain object: its items as the value shows them
         same = type(value) is t.cls.obj if t.cls.obj is not None else type(value).__name__ == t.cls.name
-        return t if same else None
+        constants = einops_forms.layer_operation(value) if same else None
+        return dataclasses.replace(t, constants=constants) if constants else t if same else None
     if not isinstance(t, Scalar):
         return None
     if value is None:

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from ..errors import CompileError
-from . import adapters, ir, nn_modules, ops, param_kinds, source
+from . import adapters, einops_forms, ir, nn_modules, ops, param_kinds, source
 from .ir import Kind
 from .lists import CONSUMERS, ListMethod
 from .loops import StaticIteration
@@ -176,6 +176,9 @@ class CallCompiler:
         name = adapters.lookup(fn)
         if name is not None:
             return self.call_adapter(node, name, args, kwargs)
+        operation = einops_forms.functions().get(id(fn))
+        if operation is not None:
+            return self.einops_call(node, operation, args, kwargs)
         name = nn_modules.helper_name(fn)
         if name is not None and self.adapter:
             defs, lines = nn_modules.definitions()
@@ -194,6 +197,43 @@ class CallCompiler:
             f"`{display}` is not supported in a region",
             "Regions call torch operators and other @ppy.opt functions; ppy_magic.supported_ops() lists the operators.",
         )
+
+    def einops_call(self, node: ast.Call, operation: str, args: list, kwargs: dict) -> Any:
+        """``einops.rearrange(x, pattern, **axes)`` (and repeat, reduce) with a pattern known when compiling:
+        the function einops_forms writes for the pattern, compiled like a callee."""
+        display = f"einops.{operation}"
+        names = ["tensor", "pattern", "reduction"] if operation == "reduce" else ["tensor", "pattern"]
+        if len(args) > len(names):
+            raise self.error(node, f"{display}() takes {len(names)} positional arguments but {len(args)} were given")
+        bound = dict(zip(names, args, strict=False))
+        axes = {}
+        for k, v in kwargs.items():
+            if k in names and k not in bound:
+                bound[k] = v
+            elif k in names:
+                raise self.error(node, f"{display}() got multiple values for argument '{k}'")
+            else:
+                axes[k] = v
+        if set(names) - set(bound):
+            raise self.error(node, f"{display}() missing required argument '{min(set(names) - set(bound))}'")
+        if getattr(bound["tensor"], "kind", None) != Kind.TENSOR:
+            raise self.error(node, f"{display}() of {ops.describe(bound['tensor'])} (not one tensor) is not compiled")
+        texts = {}
+        for k in names[1:]:
+            v = bound[k]
+            if not (isinstance(v, ir.Const) and v.kind == Kind.STR):
+                raise self.error(node, f"{display}() needs its {k} as a str known when compiling")
+            texts[k] = v.value
+        reduction = texts.get("reduction", operation)
+        if operation == "reduce" and reduction not in einops_forms.REDUCTIONS:
+            raise self.error(node, f"{display}() with the reduction {reduction!r} is not compiled")
+        for k, v in axes.items():
+            if getattr(v, "kind", None) != Kind.INT:
+                raise self.error(node, f"{display}() with the axis length {k}={ops.describe(v)} (not an int)")
+        fdef, lines = einops_forms.specialised(reduction, texts["pattern"], tuple(axes))
+        g = Globals(einops_forms.namespace())
+        args = [bound["tensor"], *axes.values()]
+        return self.call_helper(node, fdef, g, "<einops>", lines, args, {}, adapter=True, display=display)
 
     def python_value(self, node: ast.AST, v: Any) -> Any:
         """A Python object known when compiling, as a value of the region (a constant, or the object)."""

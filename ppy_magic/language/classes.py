@@ -73,6 +73,9 @@ class ModType:
     elem: ModType | None = None  # a ModuleList / Sequential of one class, any length
     module: bool = True  # an nn.Module (attributes also in _parameters, _buffers, _modules)
     origin: ParamObject | None = None  # a plain object: the parameter it came from (its fields' kinds)
+    # values compiled into the code that reads it, which give instances of one class layouts (and code) of their
+    # own: an einops layer's pattern and axis lengths (einops_forms.layer_operation)
+    constants: tuple = ()
 
     def describe(self) -> str:
         if self.cls is None:

@@ -22,11 +22,11 @@ from typing import Any
 
 from torch import nn
 
-from . import call_values, ir, ops
+from . import call_values, einops_forms, ir, ops
 from .classes import NONE, ClassRef, ModType, ParamObject, Scalar, Union, Unknown
 from .ir import Kind
 from .loops import RangeIteration, StaticIteration, stored_names
-from .namespace import function_key, static_value
+from .namespace import Globals, function_key, static_value
 from .values import BoundMethod, ModuleValue, OptionalScalar, PendingObject, Static, Unbound, UnionValue, constant
 
 # ---- the plan: what the runtime reads --------------------------------------------------------------
@@ -287,6 +287,8 @@ class ModuleCompiler:
     def call_module(
         self, node: ast.Call, mv: ModuleValue, args: list, kwargs: dict, method: str = "forward", hooks: bool = True
     ) -> Any:
+        if method == "forward" and einops_forms.layer_operation(mv.sample) is not None:
+            return self.einops_layer_call(node, mv, args, kwargs, hooks)
         model = self.module_model(node, mv)
         if model is None:
             raise self.error(node, f"{mv.path} is not a module a region can call")
@@ -326,6 +328,34 @@ class ModuleCompiler:
             adapter=target.adapter,
             display=f"{mv.mtype.cls.name}.{method}",
         )
+
+    def einops_layer_call(self, node: ast.Call, mv: ModuleValue, args: list, kwargs: dict, hooks: bool) -> Any:
+        """An einops ``Rearrange`` or ``Reduce`` layer: its pattern and axis lengths compiled in (compared at
+        each call), its forward the function einops_forms writes for them."""
+        operation, pattern, axes = einops_forms.layer_operation(mv.sample)
+        if len(args) + len(kwargs) != 1 or set(kwargs) - {"input"}:
+            raise self.error(node, f"{mv.path}() takes one tensor")
+        x = args[0] if args else kwargs["input"]
+        if getattr(x, "kind", None) != Kind.TENSOR:
+            raise self.error(node, f"{mv.path}() of {ops.describe(x)} (not a tensor) is not compiled")
+        for name in ("pattern", "_axes_lengths") + (("reduction",) if operation != "rearrange" else ()):
+            value = getattr(mv.sample, name)
+            self.read(node, mv, Slot(name, ATTRIBUTE, ""), call_values.Constant(value), f"{mv.path}.{name}", value)
+        forward = type(mv.sample).forward
+        if hooks:
+            self.layout(mv.mtype).inline = True  # nn.Module.__call__ would run its hooks
+        code = forward.__code__
+        self.layout(mv.mtype).slot(Slot("forward", METHOD, "-", pos=code.co_firstlineno, origin=code.co_filename))
+        try:
+            fdef, lines = einops_forms.specialised(operation, pattern, tuple(a for a, _ in axes), layer=True)
+        except einops_forms.NotNative as exc:
+            raise self.error(node, f"{mv.path}: {exc}") from None
+        g = Globals(einops_forms.namespace())
+        if not all(type(n) is int for _, n in axes):
+            raise self.error(node, f"{mv.path}: an einops layer whose axis lengths are not all ints")
+        lengths = [ir.Const(n, Kind.INT) for _, n in axes]
+        display = f"{type(mv.sample).__name__}.forward"
+        return self.call_helper(node, fdef, g, "<einops>", lines, [x, *lengths], {}, adapter=True, display=display)
 
     def call_union(self, node: ast.Call, uv: UnionValue, args: list, kwargs: dict) -> Any:
         results, bodies, tags = [], [], []
