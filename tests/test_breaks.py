@@ -167,6 +167,18 @@ def maybe_unbound(x, flag: bool):
 
 
 @ppy.opt(3)
+def unread_name(x, flag: bool):
+    if flag:
+        y, _ = x.chunk(2)
+    else:
+        y = x * 2
+    note(y.shape[0])
+    z = torch.tanh(y) * 3
+    note(z.shape[0])
+    return (y + z).sum(0)
+
+
+@ppy.opt(3)
 def uses_global_stmt(x):
     global SCALE
     d = {"x": x}
@@ -278,6 +290,7 @@ CASES = {
     "with_block": lambda: (x44(), torch.randn(4, 4)),
     "kinds_from_python": lambda: (x44(), True),
     "maybe_unbound": lambda: (x44(), True),
+    "unread_name": lambda: (x44(), True),
     "reads_a_dict": lambda: (x44(), torch.randn(4, 4)),
     "logs_a_loss": lambda: (x44(), torch.randn(4, 4)),
     "binds_then_raises": lambda: (x44(), torch.randn(4, 4)),
@@ -325,6 +338,13 @@ def test_the_other_kinds_of_a_call_get_their_own_segment_variants(settled):
     settle(f, lambda: f(x44(), False))
     for flag in (True, False):
         assert differences(f, (x44(), flag)) == []
+
+
+def test_a_name_the_function_never_reads_does_not_keep_a_run_python(settled):
+    """`_` of `y, _ = pair`, bound on one path only, need not cross into the runs after it."""
+    text = str(ppy_magic.explain(settled["unread_name"]))
+    assert "may be unbound" not in text, text
+    assert text.count(": region (") == 3, text  # the branch, the tanh, the sum: three segments, all regions
 
 
 def test_a_loop_without_a_break_stays_in_cpp_and_one_with_a_break_runs_its_body_as_regions(settled):

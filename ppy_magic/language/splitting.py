@@ -202,6 +202,8 @@ class _Splitter:
         self.locals = set(params(fn)) | stored(fn.body) | stored(s for ss in lifts.values() for s in ss)
         self.reads = read(fn.body) + read(s for ss in lifts.values() for s in ss)
         self.binds = bindings(fn.body) + bindings(s for ss in lifts.values() for s in ss)
+        # locals(), vars(), eval() and exec() can read any name: then every bound name is read
+        self.reads_every_name = bool(self.reads.keys() & {"locals", "vars", "eval", "exec"})
         self.segments: list[Segment] = []
         self.python: list[tuple[int, int, str]] = []
         self.catching = 0  # inside how many `try`/`with` blocks of the driver
@@ -396,10 +398,11 @@ class _Splitter:
         outs: list[str] = []
         if not returns:
             # Live after the run: read elsewhere, or bound elsewhere (a run that binds it on some paths only
-            # is given the value it had), or read by the run itself in a loop.
+            # is given the value it had), or read by the run itself in a loop. A name the function never
+            # reads (`_` of `x, _ = pair`) is live nowhere: its value cannot be seen.
             bound_inside = bindings(run)
             for name in sorted(assigned):
-                if (
+                if (self.reads[name] or self.reads_every_name) and (
                     self.reads[name] > inside[name]
                     or self.binds[name] > bound_inside[name]
                     or (in_loop and inside[name])
