@@ -2,7 +2,8 @@
 
 ppy FILE [ARGS...]        same as `ppy run FILE`
 ppy run FILE [ARGS...]    run FILE as __main__; a file is compiled like one %%ppy cell
-ppy build FILE [-o DIR]   write DIR: FILE with its regions built, runnable with no compiler (torchrun)
+ppy build FILE [-o DIR]   write DIR: FILE with its regions built, runnable with no compiler (torchrun);
+                          --run runs FILE once and ships what its calls build (ppy_magic.compile(model))
 ppy warmup [--force]      build the runtime and the precompiled prelude now (Binder postBuild, CI)
 ppy cache [info|prune|clear] [--max-size SIZE]
                           show the build cache, bring it under its size limit, or empty it
@@ -11,7 +12,6 @@ ppy cache [info|prune|clear] [--max-size SIZE]
 from __future__ import annotations
 
 import argparse
-import builtins
 import os
 import sys
 
@@ -34,6 +34,12 @@ def _parser() -> argparse.ArgumentParser:
     art.add_argument("-o", "--output", metavar="DIR", help="the artifact directory (default: ./STEM-ppy)")
     art.add_argument("--strict", action="store_true", help="fail if a decorated function cannot be compiled")
     art.add_argument("-f", "--force", action="store_true", help="rebuild even if cached")
+    art.add_argument(
+        "--run",
+        action="store_true",
+        help="run FILE once (with ARGS) and ship what its calls build too: ppy_magic.compile(model), variants",
+    )
+    art.add_argument("args", nargs=argparse.REMAINDER, help="with --run: the program's arguments")
     warm = sub.add_parser("warmup", help="build the runtime and the precompiled prelude ahead of time")
     warm.add_argument("--force", action="store_true", help="rebuild both, even a prelude found unusable")
     warm.add_argument("--cache-dir", help="the cache directory (default: $PPY_CACHE_DIR or ~/.cache/ppy_magic)")
@@ -66,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         from .artifact import build_command
 
-        return build_command(args.file, args.output, strict=args.strict, force=args.force)
+        return build_command(
+            args.file, args.output, strict=args.strict, force=args.force, run=args.run, argv=tuple(args.args)
+        )
     if args.command == "warmup":
         from .backend import shared_cache, warmup
 
@@ -101,7 +109,7 @@ def cache_command(action: str, cache_dir: str | None, max_size: str | None) -> i
 def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = False, quiet: bool = False) -> int:
     """Run `path` as ``__main__``, compiled like one cell; the files it imports that use ``@ppy.opt`` are
     compiled too, each as its own cell, with the same options (``imports``)."""
-    from . import backend, imports, pipeline, variants
+    from . import backend, pipeline
     from .errors import PpyError
 
     try:
@@ -111,41 +119,16 @@ def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = 
         print(f"ppy: cannot read {path}: {exc.strerror}", file=sys.stderr)
         return 2
     path = os.path.abspath(path)
-    namespace = {
-        "__name__": "__main__",
-        "__file__": path,
-        "__builtins__": builtins,
-        "__doc__": None,
-        "__package__": None,
-        "__spec__": None,
-    }
-    sys.argv = [path, *argv]
-    sys.path.insert(0, os.path.dirname(path))
-    main_module = type(sys)("__main__")
-    main_module.__dict__.update(namespace)
-    sys.modules["__main__"] = main_module
-    namespace = main_module.__dict__
+    namespace = pipeline.main_namespace(path, argv)
+    cache = backend.shared_cache()
     try:
-        binder = pipeline.compile_source(
-            source, namespace, path, cache=backend.shared_cache(), force=force, strict=strict
-        )
+        binder = pipeline.compile_source(source, namespace, path, cache=cache, force=force, strict=strict)
     except PpyError as exc:
         print(f"ppy: {exc}", file=sys.stderr)
         return 1
     if not quiet and binder.report.summary():
         print(binder.report.summary(), file=sys.stderr)
-    code = compile(source, path, "exec", dont_inherit=True)  # not this module's __future__ imports
-    # Its imports of files that use @ppy.opt compile too, each as its own cell, with the same options.
-    finder = imports.install(
-        lambda: imports.Settings(
-            cache=backend.shared_cache(), strict=strict, force=force, show=None if quiet else imports.to_stderr
-        )
-    )
-    try:
-        with variants.blocking():  # a program waits for the variants its calls need, then runs them
-            pipeline.run(code, namespace, binder)
-    finally:
-        imports.uninstall(finder)
+    pipeline.run_program(source, path, namespace, binder, cache=cache, strict=strict, force=force, quiet=quiet)
     return 0
 
 

@@ -28,7 +28,7 @@ class CellReport:
     compiled: list[str] = field(default_factory=list)
     python: list[tuple[str, str]] = field(default_factory=list)  # (function, reason)
     at_call: list[str] = field(default_factory=list)  # functions not compiled at the cell, tried again at calls
-    build_source: str | None = None  # "memory", "disk" or "build"
+    build_source: str | None = None  # "memory", "disk", "artifact" or "build"
     build_seconds: float = 0.0
     module_name: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -48,6 +48,7 @@ class CellReport:
             how = {
                 "memory": "already built in this session",
                 "disk": "loaded from the disk cache",
+                "artifact": "loaded from the artifact",
                 "build": "built",
             }.get(self.build_source or "", self.build_source or "")
             lines.append(
@@ -258,3 +259,52 @@ def run(code: Any, namespace: dict[str, Any], binder: CellBinder) -> None:
         exec(code, namespace)
     finally:
         decorator.deactivate(token)
+
+
+def main_namespace(path: str, argv: list[str]) -> dict[str, Any]:
+    """The namespace of `path` run as ``__main__`` with `argv` (``ppy run``, ``ppy build --run``): a fresh
+    ``__main__`` module in ``sys.modules``, its directory first on ``sys.path``."""
+    import builtins
+    import os
+    import sys
+
+    sys.argv = [path, *argv]
+    sys.path.insert(0, os.path.dirname(path))
+    main_module = type(sys)("__main__")
+    main_module.__dict__.update(
+        {
+            "__name__": "__main__",
+            "__file__": path,
+            "__builtins__": builtins,
+            "__doc__": None,
+            "__package__": None,
+            "__spec__": None,
+        }
+    )
+    sys.modules["__main__"] = main_module
+    return main_module.__dict__
+
+
+def run_program(
+    source: str,
+    path: str,
+    namespace: dict[str, Any],
+    binder: CellBinder,
+    *,
+    cache: backend.Cache,
+    strict: bool = False,
+    force: bool = False,
+    quiet: bool = True,
+) -> None:
+    """Run a program compiled like one cell: the files it imports that use ``@ppy.opt`` compile too, each
+    as its own cell, and the variants its calls need are built before the calls run them."""
+    from . import imports
+
+    code = compile(source, path, "exec", dont_inherit=True)  # not this module's __future__ imports
+    show = None if quiet else imports.to_stderr
+    finder = imports.install(lambda: imports.Settings(cache=cache, strict=strict, force=force, show=show))
+    try:
+        with variants.blocking():  # a program waits for the variants its calls need, then runs them
+            run(code, namespace, binder)
+    finally:
+        imports.uninstall(finder)

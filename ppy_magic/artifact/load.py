@@ -203,7 +203,12 @@ def open_artifact(directory: str, program_path: str, source: str) -> ArtifactBin
         manifest = binder.manifest
         for ext in (manifest.runtime, *manifest.extensions):  # all of them, before importing any
             _verify(directory, ext)
+        for m in manifest.at_calls:
+            _verify(directory, m.extension)
         binder.runtime = IMPORTED.runtime(directory, manifest.runtime)
+        backend.adopt_runtime(binder.runtime)  # regions built at calls are made by the same RegionFunction type
+        for m in manifest.at_calls:  # found by their code where a call would build them (backend.shipped)
+            backend.shipped.register(m.code, m.module, os.path.join(directory, m.file), m.sha256)
         binder.modules = {e.module: IMPORTED.extension(directory, e) for e in manifest.extensions}
         missing = {r.extension for r in manifest.regions} - set(binder.modules)
         if missing:
@@ -234,8 +239,21 @@ def exec_program(loader_file: str, namespace: dict[str, Any], program: str) -> N
     if binder.problem is not None:
         warnings.warn(binder.message(), PpyArtifactWarning, stacklevel=2)
     code = compile(source, program_path, "exec", dont_inherit=True)
+    finder = None
+    if binder.problem is None and binder.manifest.at_calls:  # imported files' cells may be among them
+        from .. import imports
+
+        finder = imports.install(lambda: imports.Settings(cache=backend.shared_cache(), show=None))
     token = decorator.activate(binder)
     try:
-        exec(code, namespace)
+        if finder is not None:  # calls find their modules as the run that built them did: in the foreground
+            from .. import variants
+
+            with variants.blocking():
+                exec(code, namespace)
+        else:
+            exec(code, namespace)
     finally:
         decorator.deactivate(token)
+        if finder is not None:
+            imports.uninstall(finder)

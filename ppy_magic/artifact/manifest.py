@@ -198,6 +198,20 @@ class ExtensionFile:
 
 
 @dataclass(frozen=True)
+class CallModule:
+    """A module a run of the program built at a call (``ppy build --run``): found again by its code key."""
+
+    module: str
+    file: str
+    sha256: str
+    code: str  # backend.shipped.code_key of its C++
+
+    @property
+    def extension(self) -> ExtensionFile:
+        return ExtensionFile(self.module, self.file, self.sha256)
+
+
+@dataclass(frozen=True)
 class RegionRecord:
     """One region: the codegen's spec, placed in the program, and what only an artifact needs.
 
@@ -389,6 +403,7 @@ class Manifest:
     extensions: tuple[ExtensionFile, ...]
     regions: tuple[RegionRecord, ...]
     python_functions: dict[Key, str]  # decorated functions that stayed Python, and why
+    at_calls: tuple[CallModule, ...] = ()  # modules the program's run built at its calls (ppy build --run)
 
     def region(self, key: Key) -> RegionRecord | None:
         return next((r for r in self.regions if r.key == key), None)
@@ -410,6 +425,7 @@ class Manifest:
             "python_functions": [
                 {"name": k[0], "first_line": k[1], "reason": v} for k, v in sorted(self.python_functions.items())
             ],
+            "built_at_calls": [vars(m) for m in self.at_calls],
         }
 
     @classmethod
@@ -435,9 +451,18 @@ class Manifest:
                 python_functions={
                     (p["name"], int(p["first_line"])): str(p["reason"]) for p in data.get("python_functions", [])
                 },
+                at_calls=tuple(_call_module_from_json(m) for m in data.get("built_at_calls", [])),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"it is incomplete ({type(exc).__name__}: {exc})") from None
+
+
+def _call_module_from_json(m: dict[str, Any]) -> CallModule:
+    ext = _extension_from_json(m)
+    code = str(m["code"])
+    if len(code) != 64 or set(code) - set("0123456789abcdef"):
+        raise ValueError(f"it gives a module built at a call a code key that is not a sha256 ({code!r})")
+    return CallModule(ext.module, ext.file, ext.sha256, code)
 
 
 def _plain_file(name: Any) -> str:

@@ -25,6 +25,7 @@ from . import load
 from .manifest import (
     MANIFEST,
     ArtifactError,
+    CallModule,
     ExtensionFile,
     Manifest,
     RegionRecord,
@@ -71,9 +72,11 @@ class Written:
             use = f"run it with no compiler: python {shown}   or   torchrun --nproc_per_node=N {shown}"
         else:
             use = f"use it with no compiler: sys.path.insert(0, {self.directory!r}); import {self.module_name}"
+        at_calls = len(self.manifest.at_calls)
+        called = f", {at_calls} module(s) its run built at calls" if at_calls else ""
         lines = [
-            f"ppy: wrote {self.directory}: {n} region{'s' if n != 1 else ''} ({names}), "
-            f"{len(self.manifest.extensions)} region extension(s) and the runtime, {MANIFEST}",
+            f"ppy: wrote {self.directory}: {n} region{'s' if n != 1 else ''}{f' ({names})' if n else ''}, "
+            f"{len(self.manifest.extensions)} region extension(s){called} and the runtime, {MANIFEST}",
             f"ppy: {use}",
         ]
         for (name, _line), reason in sorted(self.manifest.python_functions.items()):
@@ -117,8 +120,10 @@ def write_artifact(
     extensions: dict[str, str],
     runtime: tuple[str, str],
     python_functions: dict[Key, str],
+    at_calls: dict[str, tuple[str, str]] | None = None,
 ) -> Written:
-    """Write the artifact directory; `extensions` maps module name -> built .so, `runtime` is (name, .so).
+    """Write the artifact directory; `extensions` maps module name -> built .so, `runtime` is (name, .so),
+    `at_calls` module name -> (code key, built .so) for the modules a run built at its calls.
 
     The new directory is assembled beside `out_dir` and renamed into place, so a
     reader never sees half an artifact; a previous artifact there is replaced,
@@ -139,6 +144,10 @@ def write_artifact(
             fh.write(LOADER.format(version=version, origin=origin, program=program, loader=loader, stem=stem))
         files = [_copy_extension(name, src, staging) for name, src in sorted(extensions.items())]
         runtime_file = _copy_extension(runtime[0], runtime[1], staging)
+        called = []
+        for name, (code, src) in sorted((at_calls or {}).items()):
+            f = _copy_extension(name, src, staging)
+            called.append(CallModule(f.module, f.file, f.sha256, code))
         manifest = Manifest(
             program=program,
             loader=loader,
@@ -150,6 +159,7 @@ def write_artifact(
             extensions=tuple(files),
             regions=tuple(regions),
             python_functions=dict(python_functions),
+            at_calls=tuple(called),
         )
         with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as fh:
             json.dump(manifest.to_json(), fh, indent=1)
@@ -200,9 +210,19 @@ def extension_path(cache: backend.Cache, module: types.ModuleType | str) -> str:
 
 
 def build_program(
-    path: str, out_dir: str | None = None, *, cache: backend.Cache, strict: bool = False, force: bool = False
+    path: str,
+    out_dir: str | None = None,
+    *,
+    cache: backend.Cache,
+    strict: bool = False,
+    force: bool = False,
+    run: bool = False,
+    argv: tuple[str, ...] = (),
 ) -> tuple[Written, str]:
-    """Compile FILE's regions (like ``ppy run``, without running it) and write its artifact.
+    """Compile FILE's regions (like ``ppy run``, without running it) and write its artifact. With `run`,
+    FILE also runs once (as ``ppy run FILE ARGS`` does), and the modules its calls built (the variants,
+    ``ppy_magic.compile(model)``'s regions, imported files' cells) are shipped with it, found again by
+    their code where it is loaded (``backend.shipped``).
 
     Returns what was written and the build summary.
     """
@@ -219,11 +239,22 @@ def build_program(
     stem = os.path.splitext(os.path.basename(path))[0]
     check_stem(stem, "the file name")
     out_dir = check_output(out_dir or default_output(stem))
-    namespace = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}
-    binder = pipeline.compile_source(source, namespace, path, cache=cache, force=force, strict=strict)
+    if run:
+        namespace = pipeline.main_namespace(path, list(argv))
+    else:
+        namespace = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}
+    with backend.shipped.recording() as used:
+        binder = pipeline.compile_source(source, namespace, path, cache=cache, force=force, strict=strict)
+        if run:
+            pipeline.run_program(source, path, namespace, binder, cache=cache, strict=strict, force=force)
     report = binder.report
-    if binder.module is None or not binder.regions:
+    runtime = binder.runtime if binder.module is not None else (backend.loaded_runtime() if run else None)
+    cell_modules = {binder.module.__name__} if binder.module is not None else set()
+    at_calls = {n: u for n, u in used.items() if n not in cell_modules and runtime and n != runtime.__name__}
+    if runtime is None or not (binder.regions or at_calls):
         why = "; ".join(f"'{n}': {r}" for n, r in report.python) or "it has no @ppy.opt function"
+        if not run:
+            why += " (ppy build --run FILE runs it, and ships what its calls build: ppy_magic.compile(model))"
         raise ArtifactError(f"no region of {path} was built, so there is no artifact to write ({why})")
     lines = source.splitlines()
     tree = ast.parse(source, path)
@@ -248,23 +279,35 @@ def build_program(
         )
         for key, spec in sorted(binder.regions.items(), key=lambda kv: kv[0][1])
     ]
+    extensions = {binder.module.__name__: extension_path(cache, binder.module)} if binder.module is not None else {}
     written = write_artifact(
         out_dir,
         stem,
         source,
         os.path.basename(path),
         records,
-        {binder.module.__name__: extension_path(cache, binder.module)},
-        (binder.runtime.__name__, extension_path(cache, binder.runtime)),
+        extensions,
+        (runtime.__name__, extension_path(cache, runtime)),
         {k: e.reason for k, e in binder.failures.items()},
+        {n: (code, file or extension_path(cache, n)) for n, (code, file) in at_calls.items()},
     )
     return written, report.summary()
 
 
-def build_command(file: str, output: str | None, *, strict: bool = False, force: bool = False) -> int:
-    """``ppy build FILE [-o DIR]``: messages on stderr, an exit status."""
+def build_command(
+    file: str,
+    output: str | None,
+    *,
+    strict: bool = False,
+    force: bool = False,
+    run: bool = False,
+    argv: tuple[str, ...] = (),
+) -> int:
+    """``ppy build [--run] FILE [-o DIR] [ARGS]``: messages on stderr, an exit status."""
     try:
-        written, summary = build_program(file, output, cache=backend.shared_cache(), strict=strict, force=force)
+        written, summary = build_program(
+            file, output, cache=backend.shared_cache(), strict=strict, force=force, run=run, argv=argv
+        )
     except PpyError as exc:
         print(f"ppy build: {exc}", file=sys.stderr)
         return 1

@@ -13,10 +13,12 @@ interface the rest of the package (the pipeline, artifacts, the magics) uses.
 
 from __future__ import annotations
 
+from . import shipped
 from .cache import (
     BuildResult,
     Cache,
     WarmupReport,
+    adopt_runtime,
     default_cache_dir,
     import_extension,
     load_runtime,
@@ -49,6 +51,7 @@ __all__ = [
     "RegionSpec",
     "ToolchainStatus",
     "WarmupReport",
+    "adopt_runtime",
     "build_jobs",
     "compiler_name",
     "cpp_by_line",
@@ -62,6 +65,7 @@ __all__ = [
     "package_version",
     "recorded_sha256",
     "shared_cache",
+    "shipped",
     "toolchain_ready",
     "warmup",
 ]

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import BuildError, CacheError
-from . import eviction, prelude, safety
+from . import eviction, prelude, safety, shipped
 from .diagnostics import first_error
 from .disk import SUBDIRS, make_private_dir, try_flock, verify_manifest
 from .disk import flock as _flock
@@ -114,7 +114,7 @@ def code_without_comments(text: str) -> str:
 class BuildResult:
     module: types.ModuleType
     name: str
-    source: str  # "memory", "disk" or "build"
+    source: str  # "memory", "disk", "artifact" (shipped by one, ``shipped``) or "build"
     seconds: float
 
 
@@ -242,7 +242,9 @@ class Cache:
         t0 = time.perf_counter()
         with self._lock:
             if not force and name in self.memory:
-                return BuildResult(self.memory[name], name, "memory", time.perf_counter() - t0)
+                mod = self.memory[name]
+                shipped.note_use(name, shipped.code_key(code_without_comments(text)), getattr(mod, "__file__", ""))
+                return BuildResult(mod, name, "memory", time.perf_counter() - t0)
         announced = []
 
         def announce() -> None:
@@ -263,6 +265,7 @@ class Cache:
                         self._fall_back(err)
         with self._lock:
             self.memory[name] = mod
+        shipped.note_use(name, shipped.code_key(code_without_comments(text)), getattr(mod, "__file__", ""))
         if source == "build":
             self.evict_if_over()
         return BuildResult(mod, name, source, time.perf_counter() - t0)
@@ -274,6 +277,9 @@ class Cache:
             mod = self._load_from_disk(name, remove_bad=False)
             if mod is not None:
                 return mod, "disk"
+            mod = self._load_shipped(text)
+            if mod is not None:
+                return mod, "artifact"
         # Waits while another kernel builds the same module (announced as building), then finds it on disk.
         with _flock(self.lock_path(name), on_wait=announce):
             mod = None if force else self._load_from_disk(name, remove_bad=True)
@@ -313,6 +319,25 @@ class Cache:
                 with contextlib.suppress(OSError):
                     os.remove(p)
         return None
+
+    def _load_shipped(self, text: str) -> types.ModuleType | None:
+        """The module an artifact shipped for this code (``shipped``), checked by its sha256, or None."""
+        found = shipped.find(shipped.code_key(code_without_comments(text)))
+        if found is None:
+            return None
+        try:
+            with open(found.path, "rb") as fh:
+                digest = hashlib.sha256(fh.read()).hexdigest()
+        except OSError:
+            return None
+        if digest != found.sha256:
+            self.notes.append(f"{found.path} does not match the artifact's checksum: not loaded")
+            return None
+        try:
+            return import_extension(found.module, found.path)
+        except ImportError as exc:
+            self.notes.append(f"{found.path} does not import ({exc})")
+            return None
 
     def _build(self, name: str, text: str, include_paths: tuple[str, ...]) -> types.ModuleType:
         status = toolchain_ready()
@@ -775,6 +800,15 @@ def warmup(cache: Cache, *, force: bool = False) -> WarmupReport:
     notes = tuple(cache.notes)
     cache.notes.clear()
     return WarmupReport(runtime_text, state, time.perf_counter() - t0, ok, notes)
+
+
+def adopt_runtime(module: types.ModuleType) -> None:
+    """An artifact's runtime, imported with no compiler: the one regions built at calls use too (one
+    RegionFunction type per process), unless this process has one already."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = module
 
 
 def loaded_runtime() -> types.ModuleType | None:

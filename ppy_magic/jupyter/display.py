@@ -73,6 +73,7 @@ def build_details(cache: backend.Cache, report: pipeline.CellReport) -> None:
     how = {
         "memory": "already loaded in this kernel",
         "disk": "loaded from the disk cache, not rebuilt",
+        "artifact": "loaded from an artifact's modules, not rebuilt",
         "build": "built now",
     }.get(report.build_source or "", report.build_source or "")
     text(f"ppy: -v: module {report.module_name}: {how}; {cache.so_path(report.module_name)}")

@@ -1,0 +1,65 @@
+"""Modules an artifact ships that were built at calls (``ppy build --run``), found again by their code.
+
+A module's cache name hashes the toolchain that built it, which a process with no compiler cannot
+name. A region built at a call (a variant, ``ppy_magic.compile(model)``) is therefore found again
+by its *code key*: the sha256 of its C++ without comments, which the front end writes the same in
+any process that compiles the same code for the same call. ``ppy build --run`` records the
+modules a run of the program used (``recording``) and the artifact ships them; its loader
+registers them (``register``) and the cache imports one, checked by its sha256, where it would
+otherwise have to build it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Shipped:
+    module: str  # the module's own name (its PyInit_ symbol)
+    path: str
+    sha256: str
+
+
+_lock = threading.Lock()
+_by_code: dict[str, Shipped] = {}
+_recorders: list[dict[str, tuple[str, str]]] = []  # module name -> (code key, its file)
+
+
+def code_key(code_without_comments: str) -> str:
+    return hashlib.sha256(code_without_comments.encode()).hexdigest()
+
+
+def register(code: str, module: str, path: str, sha256: str) -> None:
+    """An artifact's module built at a call: `code` is its code key."""
+    with _lock:
+        _by_code.setdefault(code, Shipped(module, path, sha256))
+
+
+def find(code: str) -> Shipped | None:
+    with _lock:
+        return _by_code.get(code)
+
+
+def note_use(name: str, code: str, path: str) -> None:
+    """The cache gave out module `name` (its code key, its file): every recording running keeps it."""
+    with _lock:
+        for rec in _recorders:
+            rec.setdefault(name, (code, path))
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[dict[str, tuple[str, str]]]:
+    """While it runs, every module the cache gives out: name -> (code key, file)."""
+    rec: dict[str, tuple[str, str]] = {}
+    with _lock:
+        _recorders.append(rec)
+    try:
+        yield rec
+    finally:
+        with _lock:
+            _recorders.remove(rec)
