@@ -39,7 +39,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run FILE once (with ARGS) and ship what its calls build too: ppy_magic.compile(model), variants",
     )
-    art.add_argument("args", nargs=argparse.REMAINDER, help="with --run: the program's arguments")
+    art.add_argument(
+        "args", nargs="*", help="with --run: the program's arguments (after --, where options follow FILE)"
+    )
     warm = sub.add_parser("warmup", help="build the runtime and the precompiled prelude ahead of time")
     warm.add_argument("--force", action="store_true", help="rebuild both, even a prelude found unusable")
     warm.add_argument("--cache-dir", help="the cache directory (default: $PPY_CACHE_DIR or ~/.cache/ppy_magic)")
@@ -66,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
         argv.insert(0, "run")  # `ppy FILE` is `ppy run FILE`
+    program_args: list[str] = []
+    if argv and argv[0] == "build" and "--" in argv:  # ppy build --run FILE [options] -- ARGS
+        cut = argv.index("--")
+        argv, program_args = argv[:cut], argv[cut + 1 :]
     args = _parser().parse_args(argv)
     if args.command == "run":
         return run_file(args.file, args.args, strict=args.strict, force=args.force, quiet=args.quiet)
@@ -73,7 +79,12 @@ def main(argv: list[str] | None = None) -> int:
         from .artifact import build_command
 
         return build_command(
-            args.file, args.output, strict=args.strict, force=args.force, run=args.run, argv=tuple(args.args)
+            args.file,
+            args.output,
+            strict=args.strict,
+            force=args.force,
+            run=args.run,
+            argv=(*args.args, *program_args),
         )
     if args.command == "warmup":
         from .backend import shared_cache, warmup

@@ -63,7 +63,8 @@ def built(tmp_path_factory):
     program.write_text(PROGRAM)
     out = d / "infer-ppy"
     done = subprocess.run(
-        [sys.executable, "-m", "ppy_magic.cli", "build", "-o", str(out), "--run", str(program), str(d / "built")],
+        # options after FILE are ppy build's; the program's arguments follow --
+        [sys.executable, "-m", "ppy_magic.cli", "build", "--run", str(program), "-o", str(out), "--", str(d / "built")],
         env=_env(),
         capture_output=True,
         text=True,
