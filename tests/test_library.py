@@ -238,3 +238,18 @@ def test_a_library_exception_class_is_raised_by_the_region_as_in_python():
             f(*args)
         assert type(got.value) is cls and str(got.value) == str(want.value)
     assert ppy_magic.explain(f).fallbacks == 0
+
+
+@pytest.mark.parametrize("norm", [True, False])
+def test_a_helper_returning_a_wrapped_nested_function_compiles_into_the_callers_region(norm):
+    torch.manual_seed(0)
+    model = lib.MaybeNorm(16, norm)
+    eager = copy.deepcopy(model)
+    ppy_magic.compile(model)
+    x = torch.randn(3, 16)
+    with variants.blocking():
+        for _ in range(3):
+            assert torch.equal(model(x), eager(x))
+    reg = model.forward.__func__
+    assert reg.__ppy_region__ and "__ppy_split__" not in reg.__dict__, ppy_magic.explain(model.forward)
+    assert ppy_magic.explain(model.forward).fallbacks == 0

@@ -9,6 +9,7 @@ paths becomes one declared variable, if its kinds agree.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 import warnings
 from typing import Any
@@ -76,9 +77,16 @@ class StatementCompiler:
         )
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        """A nested def: inlined where it is called (see values.Closure)."""
-        if node.decorator_list:
-            raise self.error(node.decorator_list[0], "a nested function with decorators is not supported in a region")
+        """A nested def: inlined where it is called (see values.Closure). ``@functools.wraps(f)`` only copies
+        `f`'s name and docstring onto it, which a call never reads: its argument is read, nothing more."""
+        for decorator in node.decorator_list:
+            if not (isinstance(decorator, ast.Call) and len(decorator.args) == 1 and not decorator.keywords):
+                raise self.error(decorator, "a nested function with decorators is not supported in a region")
+            wraps = self.value(decorator.func)
+            if not (isinstance(wraps, Static) and wraps.value is functools.wraps):
+                raise self.error(decorator, "a nested function with decorators is not supported in a region")
+        for decorator in node.decorator_list:
+            self.value(decorator.args[0])
         self.locals[node.name] = Closure(node, id(self), self.g, self.filename, self.source_lines)
 
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -197,6 +205,7 @@ class StatementCompiler:
         if self.helper and self.runtime_returns:  # the paths return constants and values alike
             value = self.as_runtime(value)
         if self.helper:  # the caller knows the static parts; only runtime atoms cross
+            value = self.passed_on(value)  # a nested def returned takes its free names' values now
             self.returns.append((ir.HELPER_RETURN, structure_of(value)))
             runtime = tuple(a for a in atoms_of(value) if isinstance(a, ir.Var))
             self.emit(ir.Return(runtime, ir.HELPER_RETURN, self.line()))

@@ -334,14 +334,41 @@ def structure_of(value: Any) -> Any:
     if isinstance(value, KwArgs):
         return ("kwargs", tuple((k, structure_of(v)) for k, v in value.items))
     if isinstance(value, Closure):
-        return ("closure", id(value.node), tuple((k, structure_of(v)) for k, v in value.env or ()))
+        env = tuple((k, structure_of(v)) for k, v in value.env or ())
+        return ("closure", id(value.node), env, _ClosureCode(value))
     if isinstance(value, ir.Var):
         return ("var", value.kind, value.size)
     if isinstance(value, ir.Const):
         return ("const", value.kind, repr(value.value))
     if isinstance(value, Static):
-        return ("static", id(value.value))
+        return ("static", id(value.value), _Same(value.value))
     return ("other", repr(value))
+
+
+class _Same:
+    """An object known when compiling, in a structure: equal only to itself."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+
+class _ClosureCode:
+    """A closure's code in its structure: equal for the same def, whatever else the closure holds."""
+
+    def __init__(self, closure: Closure) -> None:
+        self.closure = closure
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ClosureCode) and other.closure.node is self.closure.node
+
+    def __hash__(self) -> int:
+        return id(self.closure.node)
 
 
 def runtime_structure(structure: Any) -> Any:
@@ -380,8 +407,8 @@ def kinds_of(structure: Any) -> tuple[Kind, ...]:
         return kinds_of(structure[1]) + (Kind.MODULE,)
     if tag == "tuple":
         return tuple(k for s in structure[1] for k in kinds_of(s))
-    if tag == "kwargs":
-        return tuple(k for _, s in structure[1] for k in kinds_of(s))
+    if tag in ("kwargs", "closure"):
+        return tuple(k for _, s in structure[1 if tag == "kwargs" else 2] for k in kinds_of(s))
     if tag == "var":
         return (structure[1],)
     return ()
@@ -399,6 +426,13 @@ def rebuild(structure: Any, runtime: Any) -> Any:
         return ir.Tup(tuple(rebuild(s, runtime) for s in structure[1]), structure[2], structure[3])
     if tag == "kwargs":
         return KwArgs(tuple((k, rebuild(s, runtime)) for k, s in structure[1]))
+    if tag == "static":
+        return Static(structure[2].value)
+    if tag == "closure":  # a nested def a helper returned, with the values its free names had there
+        c = structure[3].closure
+        return Closure(
+            c.node, c.owner, c.g, c.filename, c.lines, tuple((k, rebuild(s, runtime)) for k, s in structure[2])
+        )
     if tag == "var":
         var = next(runtime)
         return dataclasses.replace(var, size=True) if structure[2] else var

@@ -146,3 +146,31 @@ def checked_scale(x, factor):
     if factor < 0:
         raise Errors.Nested("a negative factor")
     return x * factor
+
+
+def identity(t, *args, **kwargs):
+    return t
+
+
+def maybe(fn=None):
+    """x-transformers' idiom: a function made per call, wrapped with functools.wraps."""
+    if fn is None:
+        fn = identity
+
+    @functools.wraps(fn)
+    def inner(x, *args, **kwargs):
+        if x is None:
+            return x
+        return fn(x, *args, **kwargs)
+
+    return inner
+
+
+class MaybeNorm(nn.Module):
+    def __init__(self, dim, norm):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim) if norm else None
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.proj(maybe(self.norm)(x)) + maybe()(x)
