@@ -120,7 +120,7 @@ def cache_command(action: str, cache_dir: str | None, max_size: str | None) -> i
 def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = False, quiet: bool = False) -> int:
     """Run `path` as ``__main__``, compiled like one cell; the files it imports that use ``@ppy.opt`` are
     compiled too, each as its own cell, with the same options (``imports``)."""
-    from . import backend, pipeline
+    from . import backend, pipeline, program
     from .errors import PpyError
 
     try:
@@ -130,7 +130,7 @@ def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = 
         print(f"ppy: cannot read {path}: {exc.strerror}", file=sys.stderr)
         return 2
     path = os.path.abspath(path)
-    namespace = pipeline.main_namespace(path, argv)
+    namespace = program.main_namespace(path, argv)
     cache = backend.shared_cache()
     try:
         binder = pipeline.compile_source(source, namespace, path, cache=cache, force=force, strict=strict)
@@ -139,7 +139,7 @@ def run_file(path: str, argv: list[str], *, strict: bool = False, force: bool = 
         return 1
     if not quiet and binder.report.summary():
         print(binder.report.summary(), file=sys.stderr)
-    pipeline.run_program(source, path, namespace, binder, cache=cache, strict=strict, force=force, quiet=quiet)
+    program.run_program(source, path, namespace, binder, cache=cache, strict=strict, force=force, quiet=quiet)
     return 0
 
 

@@ -226,7 +226,7 @@ def build_program(
 
     Returns what was written and the build summary.
     """
-    from .. import pipeline
+    from .. import pipeline, program
     from ..language.frontend import decorated_functions, method_owners
     from ..language.namespace import collect_globals
 
@@ -240,13 +240,13 @@ def build_program(
     check_stem(stem, "the file name")
     out_dir = check_output(out_dir or default_output(stem))
     if run:
-        namespace = pipeline.main_namespace(path, list(argv))
+        namespace = program.main_namespace(path, list(argv))
     else:
         namespace = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}
     with backend.shipped.recording() as used:
         binder = pipeline.compile_source(source, namespace, path, cache=cache, force=force, strict=strict)
         if run:
-            pipeline.run_program(source, path, namespace, binder, cache=cache, strict=strict, force=force)
+            program.run_program(source, path, namespace, binder, cache=cache, strict=strict, force=force)
     report = binder.report
     runtime = binder.runtime if binder.module is not None else (backend.loaded_runtime() if run else None)
     cell_modules = {binder.module.__name__} if binder.module is not None else set()
