@@ -246,12 +246,90 @@ def test_the_reader_names_circles_and_imports_of_the_init(tmp_path):
 # ---- the public names -------------------------------------------------------------------------------------------
 
 
-def test_the_readme_documents_exactly_the_public_names():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## The Python API", 1)[1].split("\n## ", 1)[0]
-    documented = set(re.findall(r"`ppy_magic\.(\w+)", section))
+def test_the_docs_document_exactly_the_public_names():
+    api = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"`ppy_magic\.(\w+)", api))
     assert documented == set(ppy_magic.__all__)
-    # Wherever else the README names `ppy_magic.<name>`, that name is public (or a subpackage).
+    # Wherever else the README or a page of docs/ names `ppy_magic.<name>`, that name is public (or a subpackage).
     known = modules(ROOT, PACKAGE)
-    elsewhere = set(re.findall(r"`ppy_magic\.(\w+)", readme)) - set(ppy_magic.__all__)
-    assert not {n for n in elsewhere if f"{PACKAGE}.{n}" not in known}
+    for path in DOCS:
+        elsewhere = set(re.findall(r"`ppy_magic\.(\w+)", path.read_text(encoding="utf-8"))) - set(ppy_magic.__all__)
+        assert not {n for n in elsewhere if f"{PACKAGE}.{n}" not in known}, path.name
+
+
+# ---- the README and docs/ ---------------------------------------------------------------------------------------
+
+README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
+README_MAX_LINES = 250  # read in five minutes; the reference lives in docs/
+TEST_COMMAND = "python -m pytest -q"
+
+
+def _without_blocks(text: str) -> str:
+    """`text` without its fenced code blocks: a `# comment` there is no heading, a `[x](y)` no link."""
+    return re.sub(r"^```.*?^```[^\n]*$", "", text, flags=re.M | re.S)
+
+
+def _prose(text: str) -> str:
+    """`text` without code: no fenced block, and each inline code span emptied (`[x](y)` written as code is
+    no link; a link whose text is code stays one)."""
+    return re.sub(r"`[^`\n]*`", "``", _without_blocks(text))
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lowercase, punctuation removed, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """Every heading's anchor in a markdown text; a repeated heading's get -1, -2, ... as on GitHub."""
+    found: set[str] = set()
+    for heading in re.findall(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", _without_blocks(text), flags=re.M):
+        base = anchor = github_anchor(heading)
+        n = 0
+        while anchor in found:
+            n += 1
+            anchor = f"{base}-{n}"
+        found.add(anchor)
+    return found
+
+
+def relative_links(text: str) -> list[str]:
+    """The targets of the markdown links in `text` that point inside the repository."""
+    targets = re.findall(r"\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)\)", _prose(text))
+    return [t for t in targets if not re.match(r"[a-z][a-z0-9+.-]*:", t)]
+
+
+def test_the_readme_is_short_and_opens_with_the_two_commands():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= README_MAX_LINES, "move reference text to a page of docs/ and link it"
+    first_block = re.search(r"^```(\w*)\n(.*?)^```", text, flags=re.M | re.S)
+    assert first_block and first_block.start() < text.index("\n## "), "the two commands come before any section"
+    commands = first_block.group(2).strip().splitlines()
+    assert first_block.group(1) == "bash" and len(commands) == 2, commands
+    assert commands[0].startswith("pip install ") and commands[1] == TEST_COMMAND, commands
+    assert TEST_COMMAND in (ROOT / ".ci" / "run").read_text(encoding="utf-8")  # CI runs the same command
+
+
+def test_the_anchor_rule_is_githubs():
+    assert github_anchor("Code you did not write: `ppy_magic.compile(model)`") == (
+        "code-you-did-not-write-ppy_magiccompilemodel"
+    )
+    assert github_anchor("`@ppy.opt` in an imported file") == "ppyopt-in-an-imported-file"
+    assert github_anchor("Built at the cell, or at the call: variants") == "built-at-the-cell-or-at-the-call-variants"
+    assert anchors("# A\n```\n# not a heading\n```\n## A\n") == {"a", "a-1"}
+    assert relative_links("[x](a.md#b) [![B](https://b/c.svg)](https://d) `[y](z)`\n```\n[q](r)\n```\n") == ["a.md#b"]
+
+
+@pytest.mark.parametrize("path", DOCS, ids=[p.relative_to(ROOT).as_posix() for p in DOCS])
+def test_every_relative_link_in_the_docs_resolves(path):
+    """Each link names a file that exists, and an `#anchor` into a markdown file names one of its headings."""
+    broken = []
+    for target in relative_links(path.read_text(encoding="utf-8")):
+        file, _, anchor = target.partition("#")
+        linked = (path.parent / file).resolve() if file else path
+        if not linked.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked.read_text(encoding="utf-8")):
+            broken.append(f"{target}: no heading with that anchor in {linked.relative_to(ROOT)}")
+    assert not broken, broken

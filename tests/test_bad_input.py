@@ -2,8 +2,8 @@
 
 Each case asserts the message the user sees (what happened, and what to do)
 and that nothing is lost: the namespace, the other functions of the cell, the
-built modules in the cache. The README's troubleshooting section follows
-these numbers.
+built modules in the cache. docs/troubleshooting.md follows these
+numbers.
 
 Builds are the slow part, so the cases share a few cells: CELL_COMPILE holds
 every function the compiler refuses (one build, for the one that compiles),
