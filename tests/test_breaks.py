@@ -179,6 +179,15 @@ def unread_name(x, flag: bool):
 
 
 @ppy.opt(3)
+def sizes_cross(x):
+    whole = x.shape
+    rest = x.shape[1:]
+    plain = tuple(x.shape)
+    note(whole, rest, plain)
+    return x.sum() * len(plain)
+
+
+@ppy.opt(3)
 def uses_global_stmt(x):
     global SCALE
     d = {"x": x}
@@ -291,6 +300,7 @@ CASES = {
     "kinds_from_python": lambda: (x44(), True),
     "maybe_unbound": lambda: (x44(), True),
     "unread_name": lambda: (x44(), True),
+    "sizes_cross": lambda: (x44(),),
     "reads_a_dict": lambda: (x44(), torch.randn(4, 4)),
     "logs_a_loss": lambda: (x44(), torch.randn(4, 4)),
     "binds_then_raises": lambda: (x44(), torch.randn(4, 4)),
@@ -347,6 +357,22 @@ def test_a_name_the_function_never_reads_does_not_keep_a_run_python(settled):
     segments = [line for line in text.splitlines() if line.strip().startswith("segment at")]
     assert segments and all(": region (" in line for line in segments), text
     assert "Python at" not in text, text
+
+
+def test_sizes_cross_into_python_as_what_python_has_there(cell, settled):
+    """x.shape and its slices are torch.Size; tuple(x.shape) is a tuple (it printed as torch.Size once)."""
+    ns, _ = cell
+    f = settled["sizes_cross"]
+    x = x44()
+    ns["seen"].clear()
+    f.__wrapped__(x)
+    before = ppy_magic.explain(f)
+    f(x)
+    after = ppy_magic.explain(f)
+    want, got = ns["seen"]
+    assert [type(v) for v in got] == [type(v) for v in want] == [torch.Size, torch.Size, tuple]
+    assert [repr(v) for v in got] == [repr(v) for v in want]
+    assert after.fallbacks == before.fallbacks and after.calls > before.calls  # the regions returned them
 
 
 def test_a_loop_without_a_break_stays_in_cpp_and_one_with_a_break_runs_its_body_as_regions(settled):

@@ -128,6 +128,7 @@ RETURN_CODES = {
     Kind.INT_LIST: "j",
     Kind.FLOAT_LIST: "g",
 }
+PLAIN_INTS_RETURN = "Y"  # Kind.INTS that is a plain tuple in Python (tuple(x.shape)); "S" is a torch.Size
 HELPER_RETURN = "helper"  # the spec of a helper's return: the runtime atoms, as a tuple
 
 # The intrinsics: operations of the region language that are not ATen ops. The IR names

@@ -19,6 +19,7 @@ Python's order of evaluation and short-circuiting.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -288,7 +289,7 @@ class ListCompiler:
                 self.emit(ir.Declare(copy, self.line()))
                 self.emit(ir.Move(copy, value, self.line()))
                 return copy
-            return value
+            return dataclasses.replace(value, size=False) if getattr(value, "size", False) else value  # not a Size
         if kind in (Kind.TENSOR_LIST, Kind.INT_LIST):
             return self.intrinsic("tuple_from", Kind.TENSORS if kind == Kind.TENSOR_LIST else Kind.INTS, value)
         if kind == Kind.TENSOR or isinstance(value, (SequenceIteration, StaticIteration)):

@@ -244,11 +244,7 @@ class StatementCompiler:
             return f"({inner})"
         code = ir.RETURN_CODES.get(getattr(value, "kind", None))
         if code is not None and value.kind == Kind.INTS and not value.size:
-            raise self.error(
-                node,
-                "a region returns sequences of ints as a torch.Size, and this one is a tuple or a list in Python",
-                "Return a tensor's sizes, or tuple(...) items written out.",
-            )
+            code = ir.PLAIN_INTS_RETURN  # a tuple in Python, not a torch.Size
         if code is not None:
             self.not_a_list_parameter(node, value, "returning a list parameter (or a slice of one)")
             if value.kind in (Kind.TENSOR_LIST, Kind.INT_LIST, Kind.FLOAT_LIST) and value in atoms:

@@ -204,6 +204,17 @@ PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur) 
       }
       return size;
     }
+    case 'Y': {  // a plain tuple of ints (tuple(x.shape), a slice of one): the count, then the ints
+      const int64_t n = cur.out.i[cur.i++];
+      PyObject* tup = PyTuple_New(n);
+      if (!tup) return nullptr;
+      for (int64_t k = 0; k < n; ++k) {
+        PyObject* v = PyLong_FromLongLong(cur.out.i[cur.i++]);
+        if (!v) { Py_DECREF(tup); return nullptr; }
+        PyTuple_SET_ITEM(tup, k, v);
+      }
+      return tup;
+    }
     case '(': {
       const Py_ssize_t n = count_items(spec);
       PyObject* tup = PyTuple_New(n);
@@ -921,7 +932,7 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   }
   // The return spec indexes result_types ('R<k>'): check it here, not on every call.
   for (const char* c = ret; *c; ++c) {
-    if (std::strchr("Tfib()NVSOnljg[]", *c) == nullptr && *c != 'R') {
+    if (std::strchr("Tfib()NVSYOnljg[]", *c) == nullptr && *c != 'R') {
       PyErr_Format(PyExc_ValueError, "bad return spec '%s'", ret);
       return nullptr;
     }
