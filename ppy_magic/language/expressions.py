@@ -360,6 +360,8 @@ class ExpressionCompiler:
         ):
             for v in (lhs, rhs):  # a list parameter + a tuple fails in Python where the caller passed a list
                 self.not_a_list_parameter(node, v, "`+` on a list parameter (or a slice of one)")
+            if any(isinstance(v, ir.Tup) and v.is_list for v in (lhs, rhs)):  # list + tuple: a TypeError
+                raise self.error(node, "`+` of a list and a run-time tuple of ints is not supported in a region")
             out = self.intrinsic("seq_concat", Kind.INTS, self.as_ints(node, lhs), self.as_ints(node, rhs))
             # a torch.Size on either side makes a torch.Size (Size.__add__ and __radd__)
             return self.sized(out) if getattr(lhs, "size", False) or getattr(rhs, "size", False) else out

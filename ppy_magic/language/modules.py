@@ -251,6 +251,8 @@ class ModuleCompiler:
             if t.kind == Kind.TENSOR and t.optional:
                 return self.intrinsic("attr_opt_tensor", Kind.OPT_TENSOR, mv.atom, slot)
             value = self.intrinsic(READS[t.kind], t.kind, mv.atom, slot)
+            if t.kind == Kind.INTS and t.seq != "tuple":
+                self.param_vars.add(value.name)  # a list (or either) in Python: never returned as a tuple
             if t.optional:
                 return OptionalScalar(self.intrinsic("attr_is_none", Kind.BOOL, mv.atom, slot), value, path)
             return value

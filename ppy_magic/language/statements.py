@@ -158,6 +158,7 @@ class StatementCompiler:
             head = [self.intrinsic("seq_item", Kind.INT, value, ir.Const(i, Kind.INT)) for i in range(s)]
             stop = ir.Const(-after, Kind.INT) if after else ir.Const(None, Kind.NONE)
             mid = self.intrinsic("seq_slice", Kind.INTS, value, ir.Const(s, Kind.INT), stop, ir.Const(None, Kind.NONE))
+            self.param_vars.add(mid.name)  # a list in Python (`a, *rest = s`): never returned as a tuple
             tail = [self.intrinsic("seq_index", Kind.INT, value, ir.Const(i - after, Kind.INT)) for i in range(after)]
             return head + [StarredRest(mid)] + tail
         raise self.error(node, f"cannot unpack {ops.describe(value)} in a region")
