@@ -260,6 +260,28 @@ def pop_empty(x):
     ys = [x]
     ys.pop()
     return ys.pop()
+
+
+@ppy.opt(3)
+def bound_on_some_paths(x, flag: bool, n: int):
+    if flag:
+        mask = x > 0
+        size = x.shape
+    elif n > 2:
+        size = x.shape
+    y = x * 2
+    if flag:
+        y = y * mask
+    if n > 0:
+        return y, size
+    return y * 3, x.shape
+
+
+@ppy.opt(3)
+def read_while_unbound(x, flag: bool):
+    if flag:
+        z = x + 1
+    return z * 2
 """
 
 
@@ -314,6 +336,9 @@ CALLS = {
     "index_error": [(rand(2),)],
     "empty_max": [(rand(3),), (torch.tensor([1.0, 200.0, 300.0]),)],
     "pop_empty": [(rand(2),)],
+    # bound, unbound and read (UnboundLocalError), unbound and never read; a Size on both paths that bind it
+    "bound_on_some_paths": [(rand(3), True, 1), (rand(3), False, 3), (rand(3), False, 1), (rand(3), False, 0)],
+    "read_while_unbound": [(rand(3), True), (rand(3), False)],
 }
 
 
@@ -322,6 +347,16 @@ def test_matches_eager_bit_for_bit(ns, name):
     for args in CALLS[name]:
         status, detail = compare_call(ns[name], args, {})
         assert status == MATCH, f"{name}{tuple(a.shape if hasattr(a, 'shape') else a for a in args)}: {detail}"
+
+
+def test_a_name_bound_on_some_paths_is_checked_where_it_is_read(ns):
+    f = ns["read_while_unbound"]
+    assert f.__ppy_region__ and "__ppy_split__" not in f.__dict__
+    with pytest.raises(UnboundLocalError, match="cannot access local variable 'z'"):
+        f(rand(3), False)
+    assert ppy_magic.explain(f).fallbacks == 0  # raised by the region, as Python raises it
+    _, size = ns["bound_on_some_paths"](rand(3), False, 3)
+    assert type(size) is torch.Size
 
 
 def test_results_have_python_types(ns):

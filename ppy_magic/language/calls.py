@@ -29,6 +29,7 @@ from .values import (
     CellFunction,
     Closure,
     KwArgs,
+    MaybeBound,
     ModuleValue,
     OptionalScalar,
     SliceValue,
@@ -450,6 +451,8 @@ class CallCompiler:
         for name, value in env:
             if isinstance(value, Unbound):
                 raise self.error(node, f"'{name}' may be unbound here: {value.why}")
+            if isinstance(value, MaybeBound):
+                raise self.error(node, f"'{name}' may be unbound here: it is bound on some paths only")
         c = closure
         return self.call_helper(node, c.node, c.g, c.filename, c.lines, args, kwargs, adapter=False, env=env)
 

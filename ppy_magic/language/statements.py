@@ -25,6 +25,7 @@ from .values import (
     SYMBOLS,
     UNBOUND,
     Closure,
+    MaybeBound,
     OptionalScalar,
     StarredRest,
     Static,
@@ -34,6 +35,9 @@ from .values import (
     describe_node,
     structure_of,
 )
+
+# kinds a name bound on some paths only may hold (a declared variable and a flag: StatementCompiler.maybe_bound)
+_MAYBE_BOUND_KINDS = frozenset({Kind.TENSOR, Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.INTS, Kind.TENSORS, Kind.OPT_TENSOR})
 
 
 class StatementCompiler:
@@ -426,12 +430,45 @@ class StatementCompiler:
             if all(v is vals[0] or v == vals[0] for v in vals):
                 merged[name] = vals[0]
                 continue
-            if any(v is UNBOUND for v in vals):
-                merged[name] = Unbound(name)
+            if any(v is UNBOUND or isinstance(v, (Unbound, MaybeBound)) for v in vals):
+                merged[name] = self.maybe_bound(name, vals, [body for _, body in live])
                 continue
             joined = self.join(node, name, vals, [body for _, body in live])
             merged[name] = joined
         return merged
+
+    def maybe_bound(self, name: str, vals: list, bodies: list[list]) -> Any:
+        """A name bound on some paths only: its value and a flag saying whether it is bound, which a read
+        checks (UnboundLocalError, as in Python). Of one plain kind on every path that binds it; else
+        Unbound (a read is refused when compiling)."""
+        atoms = []
+        for v in vals:
+            if isinstance(v, MaybeBound):
+                atoms.append(v.var)
+            elif not (v is UNBOUND or isinstance(v, Unbound)):
+                atoms.append(v)
+        kinds = {getattr(a, "kind", None) for a in atoms}
+        if not (
+            all(isinstance(a, (ir.Var, ir.Const)) for a in atoms)
+            and len(kinds) == 1
+            and kinds <= _MAYBE_BOUND_KINDS
+            and not any(isinstance(a, ir.Var) and a.name in self.param_vars for a in atoms)
+        ):
+            return Unbound(name)
+        kind = kinds.pop()
+        var, flag = self.new_var(name, kind), self.new_var(f"{name}_bound", Kind.BOOL)
+        if all(getattr(a, "size", False) for a in atoms):
+            var = self.sized(var)  # a torch.Size on every path that binds it
+        self.emit(ir.Declare(var, self.line()))
+        self.emit(ir.Declare(flag, self.line()))
+        for v, body in zip(vals, bodies, strict=True):
+            if isinstance(v, MaybeBound):
+                body += [ir.Move(var, v.var, self.line()), ir.Move(flag, v.flag, self.line())]
+            elif v is UNBOUND or isinstance(v, Unbound):
+                body.append(ir.Move(flag, ir.Const(False, Kind.BOOL), self.line()))
+            else:
+                body += [ir.Move(var, v, self.line()), ir.Move(flag, ir.Const(True, Kind.BOOL), self.line())]
+        return MaybeBound(name, var, flag)
 
     def join(self, node: ast.AST, name: str, vals: list, bodies: list[list]) -> Any:
         first = vals[0]
