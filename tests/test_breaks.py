@@ -179,6 +179,27 @@ def unread_name(x, flag: bool):
 
 
 @ppy.opt(3)
+def fresh_name(x, flag: bool):
+    note(x.shape[0])
+    if flag:
+        freqs = x * 2
+    y = x + 1
+    if flag:
+        y = y * freqs
+    note(y.shape[0])
+    return y
+
+
+@ppy.opt(3)
+def read_before_bound(x, flag: bool):
+    note(x.shape[0])
+    y = x * freqs
+    if flag:
+        freqs = x
+    return y
+
+
+@ppy.opt(3)
 def sizes_cross(x):
     whole = x.shape
     rest = x.shape[1:]
@@ -301,6 +322,8 @@ CASES = {
     "maybe_unbound": lambda: (x44(), True),
     "unread_name": lambda: (x44(), True),
     "sizes_cross": lambda: (x44(),),
+    "fresh_name": lambda: (x44(), True),
+    "read_before_bound": lambda: (x44(), True),  # UnboundLocalError, as in Python
     "reads_a_dict": lambda: (x44(), torch.randn(4, 4)),
     "logs_a_loss": lambda: (x44(), torch.randn(4, 4)),
     "binds_then_raises": lambda: (x44(), torch.randn(4, 4)),
@@ -357,6 +380,16 @@ def test_a_name_the_function_never_reads_does_not_keep_a_run_python(settled):
     segments = [line for line in text.splitlines() if line.strip().startswith("segment at")]
     assert segments and all(": region (" in line for line in segments), text
     assert "Python at" not in text, text
+
+
+def test_a_name_only_the_run_binds_is_not_passed_in_and_its_reads_are_checked(settled):
+    f = settled["fresh_name"]
+    text = str(ppy_magic.explain(f))
+    assert "may be unbound" not in text and "Python at" not in text, text
+    for flag in (True, False):
+        assert differences(f, (x44(), flag)) == []
+    with pytest.raises(UnboundLocalError):
+        settled["read_before_bound"](x44(), True)
 
 
 def test_sizes_cross_into_python_as_what_python_has_there(cell, settled):

@@ -64,6 +64,30 @@ def bindings(nodes: Iterable[ast.AST]) -> Counter:
     return out
 
 
+def first_bound(nodes: Iterable[ast.AST]) -> dict[str, int]:
+    """The first line on which the statements bind each name in the function's scope (``bindings``' view)."""
+    out: dict[str, int] = {}
+
+    def note(name: str, line: int) -> None:
+        out[name] = min(out.get(name, line), line)
+
+    for node in nodes:
+        for n in _walk_scope(node):
+            line = getattr(n, "lineno", 0)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                note(n.id, line)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                note(n.name, line)
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                for a in n.names:
+                    note((a.asname or a.name).split(".")[0], line)
+            elif isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name:
+                note(n.name, line)
+            elif isinstance(n, ast.MatchMapping) and n.rest:
+                note(n.rest, line)
+    return out
+
+
 def read(nodes: Iterable[ast.AST]) -> Counter:
     """How often each name of the function's scope is read, nested scopes included (a lambda reads what
     it closes over), not the names a nested scope binds itself (a comprehension's target, a lambda's

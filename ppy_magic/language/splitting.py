@@ -25,7 +25,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from . import hoisting
-from .liveness import EXITED, Exited, bindings, definitely, definitely_one, exposed, params, read, stored, walrus
+from .liveness import (
+    EXITED,
+    Exited,
+    bindings,
+    definitely,
+    definitely_one,
+    exposed,
+    first_bound,
+    params,
+    read,
+    stored,
+    walrus,
+)
 
 COMPOUND = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -202,6 +214,8 @@ class _Splitter:
         self.locals = set(params(fn)) | stored(fn.body) | stored(s for ss in lifts.values() for s in ss)
         self.reads = read(fn.body) + read(s for ss in lifts.values() for s in ss)
         self.binds = bindings(fn.body) + bindings(s for ss in lifts.values() for s in ss)
+        self.first_bound = first_bound(fn.body)
+        self.params = set(params(fn))
         # locals(), vars(), eval() and exec() can read any name: then every bound name is read
         self.reads_every_name = bool(self.reads.keys() & {"locals", "vars", "eval", "exec"})
         self.segments: list[Segment] = []
@@ -409,7 +423,16 @@ class _Splitter:
                 ):
                     outs.append(name)
         own = definitely(run, set())
-        needed = (exposed(run, set()) & self.locals) | {o for o in outs if isinstance(own, set) and o not in own}
+        passed_through = {o for o in outs if isinstance(own, set) and o not in own}
+        needed = (exposed(run, set()) & self.locals) | passed_through
+        # A name the run binds and reads, on paths of its own, that nothing before the run binds: it enters the
+        # run unbound whatever the path, and the run is a region that checks each read of it (as Python does).
+        fresh = {
+            n
+            for n in needed - passed_through - self.params
+            if not in_loop and n in assigned and self.first_bound.get(n, 0) >= first
+        }
+        needed -= fresh
         unbound = sorted(n for n in needed if n not in bound)
         if unbound:
             return self.around_unbound(run, bound, in_loop, set(unbound))
