@@ -7,7 +7,8 @@
    and the scalar formula of the tail (a strided chunk runs it for every element). 1 thread.
 2. Every op, binary form (tensor-tensor, tensor-number, number-tensor) and chain at lengths around
    every vector step and chunk boundary, with 1 and 2 threads, on random and special values.
-3. Binary ops over every pair of special values, and over ``--random`` random pairs.
+3. Binary ops over every pair of special values, over two NaNs at every tail length, and over
+   ``--random`` random pairs.
 
 Bits are compared as int32, so a NaN must come out with eager's sign and payload. Prints one row per
 check (inputs, mismatches) and the time; exits 1 if a check that must hold has a mismatch. Rows
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     t2 = time.perf_counter()
     fusion.check_lengths(ext, fusion.boundary_lengths(), (1, 2), gen, tally)
     fusion.check_special_pairs(ext, tally)
+    fusion.check_nan_pairs(ext, tally)
     random_binary(ext, args.random, gen, tally)
     t_rest = time.perf_counter() - t2
     print(render(tally))

@@ -157,6 +157,24 @@ inline float fmadd_first(float first, float k, float addend) {
   asm("vfmadd213ss %2, %1, %0" : "+v"(r) : "v"(k), "v"(addend));
   return r;
 }
+// The tail run map() is computing (its length and the element's index in it): read by the one op whose
+// scalar form depends on it, Mul.
+struct TailLane {
+  int64_t length = 0;
+  int64_t index = 0;
+};
+inline thread_local TailLane tail_lane;
+
+// Eager's scalar tail of mul is GCC's vectorised epilogue of basic_loop: 8-wide, 4-wide, 2-wide and
+// 1-wide pieces whose products take different operands first. Bit j of entry t is set where, in a
+// tail of t elements, element j keeps a's NaN when both are NaN (b's elsewhere, as in the body).
+// Read off libtorch (benchmarks/fusion_exact.py's "mul tensor-tensor" rows check it); a tail is
+// shorter than kVecStep, so the table is complete.
+constexpr uint32_t kMulTailKeepsA[32] = {
+    0x0, 0x0, 0x0, 0x0, 0xf, 0xf, 0xf, 0x4f, 0x0, 0x0, 0x0, 0x400, 0xf00, 0xf00, 0xf00, 0x4f00,
+    0x0, 0x0, 0x0, 0x0, 0xf0000, 0xf0000, 0xf0000, 0x4f0000, 0x0, 0x0, 0x0, 0x4000000, 0xf000000,
+    0xf000000, 0xf000000, 0x4f000000,
+};
 }  // namespace detail
 
 // add/sub (ufunc add: vec::fmadd(b, alpha, a) and a + alpha * b) with alpha 1 and -1: b * alpha is
@@ -174,11 +192,17 @@ struct Sub {
   PPY_FUSED_APPLY2
 };
 // mul_kernel and div_true_kernel (BinaryOpsKernel.cpp): a * b and a / b in both forms. A Python number
-// over a tensor is not a div: Tensor.__rtruediv__ is reciprocal(x) * number.
+// over a tensor is not a div: Tensor.__rtruediv__ is reciprocal(x) * number. Mul is position-dependent
+// for NaN * NaN only (see kMulTailKeepsA): its value is IEEE's everywhere.
 struct Mul {
-  static constexpr bool kPositionDependent = false;
+  static constexpr bool kPositionDependent = true;
+  static int64_t grain(int64_t n) { return default_grain(n); }
   static VecF vec(VecF a, VecF b) { return detail::mul_first(b, a); }
-  static float scalar(float a, float b) { return detail::mul_first(b, a); }
+  static float scalar(float a, float b) {
+    const detail::TailLane lane = detail::tail_lane;
+    const bool keep_a = lane.length < kVecStep && ((detail::kMulTailKeepsA[lane.length] >> lane.index) & 1u);
+    return keep_a ? detail::mul_first(a, b) : detail::mul_first(b, a);
+  }
   PPY_FUSED_APPLY2
 };
 struct Div {
@@ -314,7 +338,8 @@ inline void for_each_block(int64_t n, int64_t grain, const Body& body) {
 }
 
 // out[i] = f(in[i]...) for the nvec body positions with f over VecF, then the ntail tail positions with
-// f over float. Pointers are already offset to the run's first position; out may alias an input.
+// f over float (ntail is a chunk's whole tail: what kMulTailKeepsA is indexed by). Pointers are already
+// offset to the run's first position; out may alias an input.
 template <class F, class... In>
 inline void map(float* out, int64_t nvec, int64_t ntail, const F& f, In... in) {
   int64_t i = 0;
@@ -322,6 +347,7 @@ inline void map(float* out, int64_t nvec, int64_t ntail, const F& f, In... in) {
     f(load<VecF>(in, i)...).store(out + i);
   }
   for (; i < nvec + ntail; ++i) {
+    detail::tail_lane = {ntail, i - nvec};
     out[i] = f(load<float>(in, i)...);
   }
 }
