@@ -1,9 +1,10 @@
 """Exact fusion (issue 25): ``ppy_fused.h``'s ops and chains give eager's bits, on a CI-sized sample.
 
 ``python -m benchmarks.fusion_exact`` is the exhaustive run (every float32 for each unary op); this
-is a sample of it that fails if any fused op drifts from eager: a few million bit patterns per unary
-op along both of eager's paths, ranges of consecutive patterns where formulas are delicate, lengths
-around every vector step and chunk boundary with 1 and 2 threads, special and NaN pairs. One build.
+is a sample of it that fails if any fused op drifts from eager: a few million float32 bit patterns
+per unary op along both of eager's paths and every bfloat16 and float16 pattern, ranges of
+consecutive patterns where formulas are delicate, lengths around every vector step and chunk
+boundary with 1 and 2 threads, special and NaN pairs. One build.
 """
 
 from __future__ import annotations
@@ -62,6 +63,13 @@ def test_unary_bit_ranges(ext, name):
         signed = start - (1 << 32) if start >= 1 << 31 else start
         x = (torch.arange(count, dtype=torch.int64) + signed).to(torch.int32).view(torch.float32)
         fusion.check_unary_bits(ext, x, tally, [name])
+    _assert_clean(tally)
+
+
+@pytest.mark.parametrize("dtype", fusion.REDUCED, ids=str)
+def test_reduced_every_pattern(ext, dtype):
+    tally = fusion.Tally.empty()
+    fusion.check_reduced_unary(ext, dtype, tally, torch.Generator().manual_seed(0), full=False)
     _assert_clean(tally)
 
 

@@ -25,20 +25,31 @@ CPP = r"""
 
 namespace fz = ppy::fused;
 
-template <class Op>
-static at::Tensor unary_op(const at::Tensor& x, bool scalar_path) {
+template <class Op, class S>
+static at::Tensor unary_typed(const at::Tensor& x, bool scalar_path) {
   at::Tensor out = at::empty_like(x);
-  float* o = out.data_ptr<float>();
-  const float* p = x.data_ptr<float>();
+  S* o = out.data_ptr<S>();
+  const S* p = x.data_ptr<S>();
   const int64_t n = x.numel();
   if (!scalar_path) {
     fz::run_op<Op>(o, n, p);
-  } else if constexpr (fz::has_block<Op>::value) {
+  } else if constexpr (fz::has_block<Op>::value && std::is_same_v<S, float>) {
     Op::block(o, p, n);
   } else {
     fz::map(o, 0, n, [](auto v) { return Op::apply(v); }, p);
   }
   return out;
+}
+
+// float32, bfloat16 or float16, by x's dtype.
+template <class Op>
+static at::Tensor unary_op(const at::Tensor& x, bool scalar_path) {
+  switch (x.scalar_type()) {
+    case at::kFloat: return unary_typed<Op, float>(x, scalar_path);
+    case at::kBFloat16: return unary_typed<Op, c10::BFloat16>(x, scalar_path);
+    case at::kHalf: return unary_typed<Op, c10::Half>(x, scalar_path);
+    default: TORCH_CHECK(false, "no fused form for ", x.scalar_type());
+  }
 }
 
 // The order of UNARY in fusion.py.
@@ -88,7 +99,7 @@ at::Tensor binary(int64_t op, const at::Tensor& a, const at::Tensor& b, c10::opt
       // number / tensor as eager computes it: reciprocal(x) * number.
       const float k = static_cast<float>(*scalar);
       const float* pa = a.data_ptr<float>();
-      fz::for_each_block(n, at::internal::GRAIN_SIZE, [&](int64_t i, int64_t nv, int64_t nt) {
+      fz::for_each_block(n, at::internal::GRAIN_SIZE, fz::kVecStep, [&](int64_t i, int64_t nv, int64_t nt) {
         fz::map(o + i, nv, nt, [](auto v, auto c) { return fz::Mul::apply(fz::Reciprocal::apply(v), c); },
                 pa + i, fz::Bcast{k});
       });
@@ -107,7 +118,7 @@ static at::Tensor gelu_tanh_chain(const at::Tensor& x) {
   const float* px = x.data_ptr<float>();
   float* o = out.data_ptr<float>();
   const float c = static_cast<float>(0.7978845608028654), k = static_cast<float>(0.044715);
-  fz::for_each_block(x.numel(), at::internal::GRAIN_SIZE, [&](int64_t i, int64_t nv, int64_t nt) {
+  fz::for_each_block(x.numel(), at::internal::GRAIN_SIZE, fz::kVecStep, [&](int64_t i, int64_t nv, int64_t nt) {
     alignas(64) float t[fz::kBlock];
     fz::map(t, nv, nt, [&](auto v) {
       using T = decltype(v);
@@ -128,7 +139,7 @@ static at::Tensor x_sigmoid_x(const at::Tensor& x) {
   const float* px = x.data_ptr<float>();
   float* o = out.data_ptr<float>();
   const int64_t n = x.numel();
-  fz::for_each_block(n, fz::Sigmoid::grain(n), [&](int64_t i, int64_t nv, int64_t nt) {
+  fz::for_each_block(n, fz::Sigmoid::grain(n), fz::kVecStep, [&](int64_t i, int64_t nv, int64_t nt) {
     fz::map(o + i, nv, nt, [](auto v) { return fz::Mul::apply(v, fz::Sigmoid::apply(v)); }, px + i);
   });
   return out;
@@ -139,7 +150,7 @@ static at::Tensor relu_add(const at::Tensor& x, const at::Tensor& b) {
   const float* px = x.data_ptr<float>();
   const float* pb = b.data_ptr<float>();
   float* o = out.data_ptr<float>();
-  fz::for_each_block(x.numel(), at::internal::GRAIN_SIZE, [&](int64_t i, int64_t nv, int64_t nt) {
+  fz::for_each_block(x.numel(), at::internal::GRAIN_SIZE, fz::kVecStep, [&](int64_t i, int64_t nv, int64_t nt) {
     fz::map(o + i, nv, nt, [](auto v, auto w) { return fz::Relu::apply(fz::Add::apply(v, w)); }, px + i, pb + i);
   });
   return out;
@@ -151,7 +162,7 @@ static at::Tensor exp_decay(const at::Tensor& x, const at::Tensor& y) {
   const float* px = x.data_ptr<float>();
   const float* py = y.data_ptr<float>();
   float* o = out.data_ptr<float>();
-  fz::for_each_block(x.numel(), at::internal::GRAIN_SIZE, [&](int64_t i, int64_t nv, int64_t nt) {
+  fz::for_each_block(x.numel(), at::internal::GRAIN_SIZE, fz::kVecStep, [&](int64_t i, int64_t nv, int64_t nt) {
     fz::map(o + i, nv, nt, [](auto v, auto w) {
       using T = decltype(v);
       return fz::Neg::apply(fz::Abs::apply(fz::Div::apply(fz::Sub::apply(v, w), T(3.f))));
@@ -174,7 +185,7 @@ static at::Tensor sigmoid_gelu(const at::Tensor& x, bool force) {
   at::Tensor out = at::empty_like(x);
   const float* px = x.data_ptr<float>();
   float* o = out.data_ptr<float>();
-  fz::for_each_block(n, fz::GeluTanh::grain(n), [&](int64_t i, int64_t nv, int64_t nt) {
+  fz::for_each_block(n, fz::GeluTanh::grain(n), fz::kVecStep, [&](int64_t i, int64_t nv, int64_t nt) {
     fz::map(o + i, nv, nt, [](auto v) { return fz::Sigmoid::apply(fz::GeluTanh::apply(v)); }, px + i);
   });
   return out;
@@ -421,3 +432,42 @@ def check_nan_pairs(ext, tally: Tally) -> None:
             tally.add(f"{name} NaN pairs", n, mismatches(ext.binary(k, a, b, None, False), fn(a, b)))
         for k, (name, fn) in enumerate(CHAINS.items()):
             tally.add(f"{name} NaN input", n, mismatches(ext.chain(k, a, b, False), fn(a, b)))
+
+
+REDUCED = (torch.bfloat16, torch.float16)
+
+
+def all_patterns(dtype: torch.dtype) -> torch.Tensor:
+    """Every 16-bit pattern of a half or bfloat16 type, NaNs included (65536 elements)."""
+    return torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16).view(dtype)
+
+
+def _mismatches16(a: torch.Tensor, b: torch.Tensor) -> int:
+    if a.shape != b.shape:
+        return max(a.numel(), b.numel())
+    return int((a.contiguous().view(torch.int16) != b.contiguous().view(torch.int16)).sum())
+
+
+def check_reduced_unary(ext, dtype: torch.dtype, tally: Tally, gen: torch.Generator, full: bool = True) -> None:
+    """Each unary op on every pattern of dtype along both paths (65536 is a multiple of every step),
+    then at lengths around its vector steps (32 and 64) and chunk boundaries with 1 and 2 threads."""
+    x = all_patterns(dtype)
+    strided = torch.empty(2 * x.numel(), dtype=dtype)[::2]
+    strided.copy_(x)
+    tag = str(dtype).removeprefix("torch.")
+    for k, (name, fn) in enumerate(UNARY.items()):
+        tally.add(f"{name} {tag} (vector body)", x.numel(), _mismatches16(ext.unary(k, x, False), fn(x)))
+        tally.add(f"{name} {tag} (scalar tail)", x.numel(), _mismatches16(ext.unary(k, x, True), fn(strided)))
+    near = (-65, -64, -63, -33, -32, -1, 0, 1, 31, 32, 33, 63, 64, 65) if full else (-65, -33, -1, 0, 1, 33, 65)
+    lengths = list(range(1, 141)) + [g + d for g in (16384, 32768, 65536) for d in near]
+    before = torch.get_num_threads()
+    try:
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            for n in lengths:
+                y = x[torch.randint(0, x.numel(), (n,), generator=gen)]
+                for k, (name, fn) in enumerate(UNARY.items()):
+                    got = ext.unary(k, y, False)
+                    tally.add(f"{name} {tag} (lengths, {t}t)", n, _mismatches16(got, fn(y)))
+    finally:
+        torch.set_num_threads(before)

@@ -10,8 +10,11 @@
 // compiler formed inside an op are written out below) and with -fopenmp (at::parallel_for's OpenMP
 // region is compiled into the caller, and its chunks must be libtorch's).
 //
-// How a chain is written: for_each_block(n, grain, body) calls body(begin, nvec, ntail) for each run of
-// positions; body evaluates the chain over them with map() (ops with a Vectorized and a scalar form,
+// float32 throughout; bfloat16 and float16 for the unary ops, each op computed through float and rounded
+// back as eager's reduced-precision kernels do (so a chain rounds per op).
+//
+// How a chain is written: for_each_block(n, grain, step, body) calls body(begin, nvec, ntail) for each
+// run of positions; body evaluates the chain over them with map() (ops with a Vectorized and a scalar form,
 // composed in one generic functor evaluated in registers) and, for the ops eager computes through MKL's
 // vector math library, with their block() into a stack buffer.
 #pragma once
@@ -19,6 +22,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/Version.h>
+#include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 
 #include <algorithm>
@@ -46,8 +50,11 @@ using VecF = at::vec::Vectorized<float>;
 
 // vectorized_loop (ATen/native/cpu/Loops.h) steps two vectors at a time; what is left of a chunk
 // (fewer than kVecStep elements, even a whole vector's worth) goes through the scalar formula.
-constexpr int64_t kVecStep = 2 * VecF::size();
-// Elements one body call sees at most: a stack buffer of this many floats stays in L1.
+template <class T>
+constexpr int64_t vec_step = 2 * at::vec::Vectorized<T>::size();
+constexpr int64_t kVecStep = vec_step<float>;
+// Elements one body call sees at most (a multiple of every type's step): a stack buffer of this many
+// floats stays in L1.
 constexpr int64_t kBlock = 16 * kVecStep;
 
 // The capability this translation unit's Vectorized<float> is, spelled as at::get_cpu_capability().
@@ -78,17 +85,17 @@ struct Bcast {
   float v;
 };
 
-template <class T>
-inline T load(const float* p, int64_t i) {
-  if constexpr (std::is_same_v<T, float>) {
+template <class V, class S>
+inline V load(const S* p, int64_t i) {
+  if constexpr (std::is_same_v<V, S>) {
     return p[i];
   } else {
-    return VecF::loadu(p + i);
+    return V::loadu(p + i);
   }
 }
-template <class T>
-inline T load(Bcast s, int64_t) {
-  return T(s.v);
+template <class V>
+inline V load(Bcast s, int64_t) {
+  return V(s.v);
 }
 
 // ---- Ops ------------------------------------------------------------------------------------------
@@ -96,14 +103,40 @@ inline T load(Bcast s, int64_t) {
 // apply() picks by type so one generic functor serves body and tail. kPositionDependent: vec and scalar
 // round differently, so which elements take the tail matters and grain(n) is the op's grain size.
 
-#define PPY_FUSED_APPLY1                             \
-  template <class T>                                 \
-  static T apply(T a) {                              \
-    if constexpr (std::is_same_v<T, float>) {        \
-      return scalar(a);                              \
-    } else {                                         \
-      return vec(a);                                 \
-    }                                                \
+namespace detail {
+template <class T>
+constexpr bool is_reduced = std::is_same_v<T, c10::BFloat16> || std::is_same_v<T, c10::Half>;
+template <class T>
+struct reduced_vec : std::false_type {};
+template <class T>
+struct reduced_vec<at::vec::Vectorized<T>> : std::bool_constant<is_reduced<T>> {};
+template <class T>
+constexpr bool is_reduced_vec = reduced_vec<T>::value;
+
+// A half or bfloat16 vector through float (opmath): both halves computed in float, rounded back once,
+// as eager's reduced-precision kernels do (convert_to_float / convert_from_float).
+template <class V, class F>
+inline V through_float(V a, const F& f) {
+  using S = typename V::value_type;
+  auto [a0, a1] = at::vec::convert_to_float<S>(a);
+  return at::vec::convert_from_float<S>(f(a0), f(a1));
+}
+}  // namespace detail
+
+// float: vec or scalar; half/bfloat16 (vector or element): the float formulas through float, rounded
+// once at the end of the op. An op whose reduced-precision kernel is not that declares its own apply.
+#define PPY_FUSED_APPLY1                                                    \
+  template <class T>                                                        \
+  static T apply(T a) {                                                     \
+    if constexpr (std::is_same_v<T, float>) {                               \
+      return scalar(a);                                                     \
+    } else if constexpr (std::is_same_v<T, VecF>) {                         \
+      return vec(a);                                                        \
+    } else if constexpr (detail::is_reduced_vec<T>) {                       \
+      return detail::through_float(a, [](VecF v) { return vec(v); });       \
+    } else {                                                                \
+      return T(scalar(static_cast<float>(a)));                              \
+    }                                                                       \
   }
 #define PPY_FUSED_APPLY2                             \
   template <class T>                                 \
@@ -223,13 +256,37 @@ struct Neg {
   static constexpr bool kPositionDependent = false;
   static VecF vec(VecF a) { return a.neg(); }
   static float scalar(float a) { return -a; }
-  PPY_FUSED_APPLY1
+  // half/bfloat16: eager's lambdas on the reduced type itself.
+  template <class T>
+  static T apply(T a) {
+    if constexpr (std::is_same_v<T, float>) {
+      return scalar(a);
+    } else if constexpr (std::is_same_v<T, VecF>) {
+      return vec(a);
+    } else if constexpr (detail::is_reduced_vec<T>) {
+      return a.neg();
+    } else {
+      return -a;
+    }
+  }
 };
 struct Abs {
   static constexpr bool kPositionDependent = false;
   static VecF vec(VecF a) { return a.abs(); }
   static float scalar(float a) { return std::abs(a); }
-  PPY_FUSED_APPLY1
+  // half/bfloat16: eager's lambdas on the reduced type itself.
+  template <class T>
+  static T apply(T a) {
+    if constexpr (std::is_same_v<T, float>) {
+      return scalar(a);
+    } else if constexpr (std::is_same_v<T, VecF>) {
+      return vec(a);
+    } else if constexpr (detail::is_reduced_vec<T>) {
+      return a.abs();
+    } else {
+      return T(std::abs(static_cast<float>(a)));
+    }
+  }
 };
 // relu is clamp_min(x, 0): vec::clamp_min (max with the operand second: NaN and -0 pass through) and
 // std::max(a, 0) (the same for NaN and -0).
@@ -237,7 +294,19 @@ struct Relu {
   static constexpr bool kPositionDependent = false;
   static VecF vec(VecF a) { return at::vec::clamp_min(a, VecF(0.f)); }
   static float scalar(float a) { return std::max(a, 0.f); }
-  PPY_FUSED_APPLY1
+  // half/bfloat16: eager's lambdas on the reduced type itself.
+  template <class T>
+  static T apply(T a) {
+    if constexpr (std::is_same_v<T, float>) {
+      return scalar(a);
+    } else if constexpr (std::is_same_v<T, VecF>) {
+      return vec(a);
+    } else if constexpr (detail::is_reduced_vec<T>) {
+      return at::vec::clamp_min(a, T(typename T::value_type(0.f)));
+    } else {
+      return std::max(a, T(0.f));
+    }
+  }
 };
 // sigmoid_kernel: Sleef's expf (u10) in the body, libm's expf in the tail.
 struct Sigmoid {
@@ -262,12 +331,19 @@ struct Silu {
 struct GeluTanh {
   static constexpr bool kPositionDependent = true;
   static int64_t grain(int64_t n) { return n > 16384 ? n / at::get_num_threads() : default_grain(n); }
+  // Which side's NaN the last product keeps differs between libtorch's float and bfloat16 builds of the
+  // kernel (0.5 * x's) and its float16 one (the tanh side's); bfloat16 rounds every NaN alike anyway.
+  template <bool kTanhSideFirst = false>
   static VecF vec(VecF x) {
     const VecF kBeta(float(M_SQRT2 * M_2_SQRTPI * 0.5));
     const VecF kKappa(float(0.044715));
     const VecF x_cube = x * x * x;
     const VecF inner = kBeta * at::vec::fmadd(kKappa, x_cube, x);
-    return detail::mul_first(VecF(0.5f) * x, VecF(1.f) + inner.tanh());
+    if constexpr (kTanhSideFirst) {
+      return detail::mul_first(VecF(1.f) + inner.tanh(), VecF(0.5f) * x);
+    } else {
+      return detail::mul_first(VecF(0.5f) * x, VecF(1.f) + inner.tanh());
+    }
   }
   static float scalar(float x) {
     const float kBeta = M_SQRT2 * M_2_SQRTPI * 0.5;
@@ -276,7 +352,20 @@ struct GeluTanh {
     const float inner = kBeta * std::fma(kKappa, x_cube, x);
     return 0.5f * x * (1.f + std::tanh(inner));
   }
-  PPY_FUSED_APPLY1
+  template <class T>
+  static T apply(T a) {
+    if constexpr (std::is_same_v<T, float>) {
+      return scalar(a);
+    } else if constexpr (std::is_same_v<T, VecF>) {
+      return vec(a);
+    } else if constexpr (std::is_same_v<T, at::vec::Vectorized<c10::Half>>) {
+      return detail::through_float(a, [](VecF v) { return vec<true>(v); });
+    } else if constexpr (detail::is_reduced_vec<T>) {
+      return detail::through_float(a, [](VecF v) { return vec(v); });
+    } else {
+      return T(scalar(static_cast<float>(a)));
+    }
+  }
 };
 
 #undef PPY_FUSED_APPLY1
@@ -284,14 +373,31 @@ struct GeluTanh {
 
 // exp and tanh of float: eager runs them through MKL (vml::vexp / vml::vtanh on each chunk), one
 // formula for every element wherever it lies, so they take a block of any length.
+// For half and bfloat16 they are vml.h's generic path instead: vec::map through float with Sleef's
+// u10 functions, a tail element in a partial vector, so one formula everywhere again (apply()).
+#define PPY_FUSED_APPLY_VML(fn)                                                                  \
+  template <class T>                                                                             \
+  static T apply(T a) {                                                                          \
+    static_assert(!std::is_same_v<T, float> && !std::is_same_v<T, VecF>, "float's is MKL's: block()"); \
+    if constexpr (detail::is_reduced_vec<T>) {                                                   \
+      return detail::through_float(a, [](VecF v) { return v.fn(); });                            \
+    } else {                                                                                     \
+      T lanes[at::vec::Vectorized<T>::size()];                                                   \
+      detail::through_float(at::vec::Vectorized<T>(a), [](VecF v) { return v.fn(); }).store(lanes); \
+      return lanes[0];                                                                           \
+    }                                                                                            \
+  }
 struct Exp {
   static constexpr bool kPositionDependent = false;
   static void block(float* out, const float* in, int64_t n) { VMSEXP_64_(&n, in, out, &kVmlMode); }
+  PPY_FUSED_APPLY_VML(exp)
 };
 struct Tanh {
   static constexpr bool kPositionDependent = false;
   static void block(float* out, const float* in, int64_t n) { VMSTANH_64_(&n, in, out, &kVmlMode); }
+  PPY_FUSED_APPLY_VML(tanh)
 };
+#undef PPY_FUSED_APPLY_VML
 
 // ---- The loop -------------------------------------------------------------------------------------
 
@@ -307,22 +413,23 @@ inline int64_t chunk_length(int64_t n, int64_t grain) {
 }
 
 // Whether ops whose tails matter, at grains g and h, end their tails at the same places for n elements:
-// a chain fuses only if all its position-dependent ops agree.
+// a chain fuses only if all its position-dependent ops agree, on this and on their vector step
+// (step_of; the same for every float32 op).
 inline bool same_chunks(int64_t n, int64_t g, int64_t h) {
   return g == h || chunk_length(n, g) == chunk_length(n, h);
 }
 
-// Calls body(begin, nvec, ntail) over [0, n) in eager's loop shape for this grain: positions
-// [begin, begin + nvec) are vector-body positions (nvec a multiple of kVecStep), the ntail after them
-// scalar-tail ones; each call covers at most kBlock positions.
+// Calls body(begin, nvec, ntail) over [0, n) in eager's loop shape for this grain and vector step
+// (step_of): positions [begin, begin + nvec) are vector-body positions (nvec a multiple of step), the
+// ntail after them scalar-tail ones; each call covers at most kBlock positions.
 template <class Body>
-inline void for_each_block(int64_t n, int64_t grain, const Body& body) {
+inline void for_each_block(int64_t n, int64_t grain, int64_t step, const Body& body) {
   auto chunk = [&](int64_t b, int64_t e) {
-    const int64_t vec_end = b + (e - b) / kVecStep * kVecStep;
+    const int64_t vec_end = b + (e - b) / step * step;
     for (int64_t i = b; i < vec_end; i += kBlock) {
       body(i, std::min(kBlock, vec_end - i), int64_t(0));
     }
-    // The tail is shorter than kVecStep <= kBlock: one call.
+    // The tail is shorter than step <= kBlock: one call.
     if (vec_end < e) {
       body(vec_end, int64_t(0), e - vec_end);
     }
@@ -340,20 +447,22 @@ inline void for_each_block(int64_t n, int64_t grain, const Body& body) {
 // out[i] = f(in[i]...) for the nvec body positions with f over VecF, then the ntail tail positions with
 // f over float (ntail is a chunk's whole tail: what kMulTailKeepsA is indexed by). Pointers are already
 // offset to the run's first position; out may alias an input.
-template <class F, class... In>
-inline void map(float* out, int64_t nvec, int64_t ntail, const F& f, In... in) {
+template <class F, class S, class... In>
+inline void map(S* out, int64_t nvec, int64_t ntail, const F& f, In... in) {
+  using V = at::vec::Vectorized<S>;
   int64_t i = 0;
-  for (; i < nvec; i += VecF::size()) {
-    f(load<VecF>(in, i)...).store(out + i);
+  for (; i < nvec; i += V::size()) {
+    f(load<V>(in, i)...).store(out + i);
   }
   for (; i < nvec + ntail; ++i) {
     detail::tail_lane = {ntail, i - nvec};
-    out[i] = f(load<float>(in, i)...);
+    out[i] = f(load<S>(in, i)...);
   }
 }
 
 // In a block: a pointer advanced to the run, or a broadcast operand as it is.
-inline const float* at_offset(const float* p, int64_t begin) {
+template <class S>
+inline const S* at_offset(const S* p, int64_t begin) {
   return p + begin;
 }
 inline Bcast at_offset(Bcast s, int64_t) {
@@ -365,16 +474,47 @@ struct has_block : std::false_type {};
 template <class Op>
 struct has_block<Op, std::void_t<decltype(&Op::block)>> : std::true_type {};
 
+// Whether an op's tail rounds differently from its body for element type S. For half and bfloat16 every
+// op's may (its scalar form rounds through c10's conversions, its vector form through vec's, which treat
+// NaN differently), except the vml ones, whose tail is a partial vector.
+template <class Op, class S>
+constexpr bool position_dependent() {
+  if constexpr (detail::is_reduced<S>) {
+    return !has_block<Op>::value;
+  } else {
+    return Op::kPositionDependent;
+  }
+}
+
+// The vector step of eager's loop for Op on S: two vectors of the kernel's capability. neg, abs and
+// relu run their AVX2 build (DispatchStub gives a REGISTER_DISPATCH kernel's AVX512 slot to AVX2), which
+// only shows where body and tail differ: for half and bfloat16.
+template <class Op, class S>
+constexpr int64_t step_of() {
+  constexpr bool avx2_kernel = std::is_same_v<Op, Neg> || std::is_same_v<Op, Abs> || std::is_same_v<Op, Relu>;
+  if constexpr (detail::is_reduced<S> && avx2_kernel) {
+    return 2 * 16;  // two AVX2 vectors of 16 half/bfloat16 values
+  } else {
+    return vec_step<S>;
+  }
+}
+
+// The grain eager's kernel for Op uses for n elements.
+template <class Op>
+inline int64_t grain_of(int64_t n) {
+  if constexpr (std::is_same_v<Op, GeluTanh>) {
+    return Op::grain(n);
+  } else {
+    return default_grain(n);
+  }
+}
+
 // One op over whole tensors as the fused loop runs it: the single-op chain, used to check each op on
 // its own against eager (benchmarks/fusion_exact.py) and the simplest example of a chain.
-template <class Op, class... In>
-inline void run_op(float* out, int64_t n, In... in) {
-  int64_t grain = at::internal::GRAIN_SIZE;
-  if constexpr (Op::kPositionDependent) {
-    grain = Op::grain(n);
-  }
-  for_each_block(n, grain, [&](int64_t begin, int64_t nvec, int64_t ntail) {
-    if constexpr (has_block<Op>::value) {
+template <class Op, class S, class... In>
+inline void run_op(S* out, int64_t n, In... in) {
+  for_each_block(n, grain_of<Op>(n), step_of<Op, S>(), [&](int64_t begin, int64_t nvec, int64_t ntail) {
+    if constexpr (has_block<Op>::value && std::is_same_v<S, float>) {
       Op::block(out + begin, at_offset(in, begin)..., nvec + ntail);
     } else {
       map(out + begin, nvec, ntail, [](auto... v) { return Op::apply(v...); }, at_offset(in, begin)...);
