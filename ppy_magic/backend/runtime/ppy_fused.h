@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #if !defined(CPU_CAPABILITY_AVX512)
@@ -57,19 +58,10 @@ constexpr int64_t kVecStep = vec_step<float>;
 // floats stays in L1.
 constexpr int64_t kBlock = 16 * kVecStep;
 
-// The capability this translation unit's Vectorized<float> is, spelled as at::get_cpu_capability().
-#if defined(CPU_CAPABILITY_AVX512)
-constexpr const char* kCapability = "AVX512";
-#elif defined(CPU_CAPABILITY_AVX2)
-constexpr const char* kCapability = "AVX2";
-#else
-constexpr const char* kCapability = "DEFAULT";
-#endif
-
-// The formulas below are eager's AVX512 kernels' (checked on this build of torch); anything else runs
-// op by op.
+// The formulas below are eager's AVX512 kernels' (checked on this build of torch): where eager runs
+// another capability (ATEN_CPU_CAPABILITY, an older CPU), a chain runs op by op.
 inline bool capability_matches() {
-  static const bool same = at::get_cpu_capability() == kCapability && std::string(kCapability) == "AVX512";
+  static const bool same = at::get_cpu_capability() == "AVX512";
   return same;
 }
 
@@ -100,8 +92,9 @@ inline V load(Bcast s, int64_t) {
 
 // ---- Ops ------------------------------------------------------------------------------------------
 // Each op: vec() is eager's Vectorized lambda, scalar() its scalar lambda, as libtorch compiled them;
-// apply() picks by type so one generic functor serves body and tail. kPositionDependent: vec and scalar
-// round differently, so which elements take the tail matters and grain(n) is the op's grain size.
+// apply() picks by type so one generic functor serves body and tail. kPositionDependent: for float32,
+// vec and scalar round differently, so which elements take the tail matters (position_dependent() for
+// any type); grain_of() and step_of() give the op's loop.
 
 namespace detail {
 template <class T>
