@@ -100,6 +100,15 @@ def test_errors_are_einops_own(fn, good, bad):
     _one_region(compiled)  # the errors came from the region, not from a fallback to Python
 
 
+def test_a_pattern_einops_cannot_read_is_python_and_raises_einops_error():
+    compiled = ppy_magic.compile(code.no_arrow)
+    x = torch.randn(2, 3, 4)
+    for _ in range(3):
+        with variants.blocking():
+            _raises_as_eager(compiled, code.no_arrow, x)
+    assert "is not compiled" in str(ppy_magic.explain(compiled))
+
+
 def test_a_module_with_einops_layers_is_one_region_and_exact():
     torch.manual_seed(0)
     model, eager = code.Attention(), None

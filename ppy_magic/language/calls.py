@@ -231,7 +231,10 @@ class CallCompiler:
         for k, v in axes.items():
             if getattr(v, "kind", None) != Kind.INT:
                 raise self.error(node, f"{display}() with the axis length {k}={ops.describe(v)} (not an int)")
-        fdef, lines = einops_forms.specialised(reduction, texts["pattern"], tuple(axes))
+        try:
+            fdef, lines = einops_forms.specialised(reduction, texts["pattern"], tuple(axes))
+        except Exception as exc:  # noqa: BLE001 - a pattern einops cannot read: Python raises its error there
+            raise self.error(node, f"{display}() of the pattern {texts['pattern']!r} is not compiled ({exc})") from None
         g = Globals(einops_forms.namespace())
         args = [bound["tensor"], *axes.values()]
         return self.call_helper(node, fdef, g, "<einops>", lines, args, {}, adapter=True, display=display)

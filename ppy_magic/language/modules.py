@@ -350,7 +350,7 @@ class ModuleCompiler:
         self.layout(mv.mtype).slot(Slot("forward", METHOD, "-", pos=code.co_firstlineno, origin=code.co_filename))
         try:
             fdef, lines = einops_forms.specialised(operation, pattern, tuple(a for a, _ in axes), layer=True)
-        except einops_forms.NotNative as exc:
+        except Exception as exc:  # noqa: BLE001 - NotNative, or a pattern einops itself cannot read
             raise self.error(node, f"{mv.path}: {exc}") from None
         g = Globals(einops_forms.namespace())
         if not all(type(n) is int for _, n in axes):

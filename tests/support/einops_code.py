@@ -51,6 +51,11 @@ def mean_of(x):
     return reduce(x, "b n -> b", "mean")
 
 
+def no_arrow(x):
+    y = x * 2
+    return rearrange(y, "b n d")  # einops fails to read it: the statement is Python and raises its error
+
+
 def exact_split(x):
     return rearrange(x, "b (h d) -> b h d", h=4, d=5)
 
