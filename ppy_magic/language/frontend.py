@@ -141,7 +141,7 @@ def check_function(
         raise refuse(
             calls_itself,
             "a region cannot call itself",
-            "Regions are straight-line tensor code; keep a recursive function as Python.",
+            "A region inlines the functions it calls, so it cannot recurse: keep a recursive function as Python.",
         )
     # Compiled by ppy_magic.compile (a reach), the function is the def's own: its decorators did not wrap it.
     others = [d for d in fn.decorator_list if not is_opt_decorator(d, g)] if not g.reach else []
