@@ -131,6 +131,21 @@ inline V through_float(V a, const F& f) {
       return T(scalar(static_cast<float>(a)));                              \
     }                                                                       \
   }
+// half/bfloat16 where eager's lambdas work on the reduced type itself (no trip through float): the op's
+// own reduced_vec (a vector) and reduced (an element).
+#define PPY_FUSED_APPLY_REDUCED                       \
+  template <class T>                                  \
+  static T apply(T a) {                               \
+    if constexpr (std::is_same_v<T, float>) {         \
+      return scalar(a);                               \
+    } else if constexpr (std::is_same_v<T, VecF>) {   \
+      return vec(a);                                  \
+    } else if constexpr (detail::is_reduced_vec<T>) { \
+      return reduced_vec(a);                          \
+    } else {                                          \
+      return reduced(a);                              \
+    }                                                 \
+  }
 #define PPY_FUSED_APPLY2                             \
   template <class T>                                 \
   static T apply(T a, T b) {                         \
@@ -249,37 +264,21 @@ struct Neg {
   static constexpr bool kPositionDependent = false;
   static VecF vec(VecF a) { return a.neg(); }
   static float scalar(float a) { return -a; }
-  // half/bfloat16: eager's lambdas on the reduced type itself.
+  template <class V>
+  static V reduced_vec(V a) { return a.neg(); }
   template <class T>
-  static T apply(T a) {
-    if constexpr (std::is_same_v<T, float>) {
-      return scalar(a);
-    } else if constexpr (std::is_same_v<T, VecF>) {
-      return vec(a);
-    } else if constexpr (detail::is_reduced_vec<T>) {
-      return a.neg();
-    } else {
-      return -a;
-    }
-  }
+  static T reduced(T a) { return -a; }
+  PPY_FUSED_APPLY_REDUCED
 };
 struct Abs {
   static constexpr bool kPositionDependent = false;
   static VecF vec(VecF a) { return a.abs(); }
   static float scalar(float a) { return std::abs(a); }
-  // half/bfloat16: eager's lambdas on the reduced type itself.
+  template <class V>
+  static V reduced_vec(V a) { return a.abs(); }
   template <class T>
-  static T apply(T a) {
-    if constexpr (std::is_same_v<T, float>) {
-      return scalar(a);
-    } else if constexpr (std::is_same_v<T, VecF>) {
-      return vec(a);
-    } else if constexpr (detail::is_reduced_vec<T>) {
-      return a.abs();
-    } else {
-      return T(std::abs(static_cast<float>(a)));
-    }
-  }
+  static T reduced(T a) { return T(std::abs(static_cast<float>(a))); }
+  PPY_FUSED_APPLY_REDUCED
 };
 // relu is clamp_min(x, 0): vec::clamp_min (max with the operand second: NaN and -0 pass through) and
 // std::max(a, 0) (the same for NaN and -0).
@@ -287,19 +286,11 @@ struct Relu {
   static constexpr bool kPositionDependent = false;
   static VecF vec(VecF a) { return at::vec::clamp_min(a, VecF(0.f)); }
   static float scalar(float a) { return std::max(a, 0.f); }
-  // half/bfloat16: eager's lambdas on the reduced type itself.
+  template <class V>
+  static V reduced_vec(V a) { return at::vec::clamp_min(a, V(typename V::value_type(0.f))); }
   template <class T>
-  static T apply(T a) {
-    if constexpr (std::is_same_v<T, float>) {
-      return scalar(a);
-    } else if constexpr (std::is_same_v<T, VecF>) {
-      return vec(a);
-    } else if constexpr (detail::is_reduced_vec<T>) {
-      return at::vec::clamp_min(a, T(typename T::value_type(0.f)));
-    } else {
-      return std::max(a, T(0.f));
-    }
-  }
+  static T reduced(T a) { return std::max(a, T(0.f)); }
+  PPY_FUSED_APPLY_REDUCED
 };
 // sigmoid_kernel: Sleef's expf (u10) in the body, libm's expf in the tail.
 struct Sigmoid {
@@ -362,6 +353,7 @@ struct GeluTanh {
 };
 
 #undef PPY_FUSED_APPLY1
+#undef PPY_FUSED_APPLY_REDUCED
 #undef PPY_FUSED_APPLY2
 
 // exp and tanh of float: eager runs them through MKL (vml::vexp / vml::vtanh on each chunk), one
