@@ -12,6 +12,7 @@ every element (``basic_loop``), which is what the fused loop uses in a chunk's t
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -216,11 +217,14 @@ def build(cache_dir: str | None = None):
     from ppy_magic.backend.toolchain import RUNTIME_DIR
 
     cache_dir = cache_dir or os.environ.get("PPY_CACHE_DIR") or os.path.join(os.environ.get("TMPDIR", "/tmp"), "ppy")
-    build_dir = os.path.join(cache_dir, "fusion_exact")
+    # named by the header's text too: load_inline's ninja file does not see a change to an included header
+    with open(os.path.join(RUNTIME_DIR, "ppy_fused.h"), "rb") as fh:
+        name = "ppy_fusion_exact_" + hashlib.sha256(fh.read() + CPP.encode()).hexdigest()[:16]
+    build_dir = os.path.join(cache_dir, name)
     os.makedirs(build_dir, exist_ok=True)
     os.environ.setdefault("MAX_JOBS", "1")
     return load_inline(
-        "ppy_fusion_exact",
+        name,
         CPP,
         functions=["unary", "binary", "chain", "capability_matches"],
         extra_cflags=CFLAGS,
