@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
@@ -46,45 +46,34 @@ def stored(nodes: Iterable[ast.AST]) -> set[str]:
     return set(bindings(nodes))
 
 
-def bindings(nodes: Iterable[ast.AST]) -> Counter:
-    """How often the statements bind each name in the function's scope (`del` counts)."""
-    out: Counter = Counter()
+def _binding_sites(nodes: Iterable[ast.AST]) -> Iterator[tuple[str, ast.AST]]:
+    """Each name the statements bind in the function's scope, with the node that binds it (`del` counts)."""
     for node in nodes:
         for n in _walk_scope(node):
             if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-                out[n.id] += 1
+                yield n.id, n
             elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                out[n.name] += 1
+                yield n.name, n
             elif isinstance(n, (ast.Import, ast.ImportFrom)):
-                out.update((a.asname or a.name).split(".")[0] for a in n.names)
+                for a in n.names:
+                    yield (a.asname or a.name).split(".")[0], n
             elif isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name:
-                out[n.name] += 1
+                yield n.name, n
             elif isinstance(n, ast.MatchMapping) and n.rest:
-                out[n.rest] += 1
-    return out
+                yield n.rest, n
+
+
+def bindings(nodes: Iterable[ast.AST]) -> Counter:
+    """How often the statements bind each name in the function's scope (`del` counts)."""
+    return Counter(name for name, _ in _binding_sites(nodes))
 
 
 def first_bound(nodes: Iterable[ast.AST]) -> dict[str, int]:
     """The first line on which the statements bind each name in the function's scope (``bindings``' view)."""
     out: dict[str, int] = {}
-
-    def note(name: str, line: int) -> None:
+    for name, n in _binding_sites(nodes):
+        line = getattr(n, "lineno", 0)
         out[name] = min(out.get(name, line), line)
-
-    for node in nodes:
-        for n in _walk_scope(node):
-            line = getattr(n, "lineno", 0)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-                note(n.id, line)
-            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                note(n.name, line)
-            elif isinstance(n, (ast.Import, ast.ImportFrom)):
-                for a in n.names:
-                    note((a.asname or a.name).split(".")[0], line)
-            elif isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name:
-                note(n.name, line)
-            elif isinstance(n, ast.MatchMapping) and n.rest:
-                note(n.rest, line)
     return out
 
 
