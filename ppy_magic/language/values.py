@@ -335,40 +335,28 @@ def structure_of(value: Any) -> Any:
         return ("kwargs", tuple((k, structure_of(v)) for k, v in value.items))
     if isinstance(value, Closure):
         env = tuple((k, structure_of(v)) for k, v in value.env or ())
-        return ("closure", id(value.node), env, _ClosureCode(value))
+        return ("closure", id(value.node), env, _Identity(value, value.node))
     if isinstance(value, ir.Var):
         return ("var", value.kind, value.size)
     if isinstance(value, ir.Const):
         return ("const", value.kind, repr(value.value))
     if isinstance(value, Static):
-        return ("static", id(value.value), _Same(value.value))
+        return ("static", id(value.value), _Identity(value.value, value.value))
     return ("other", repr(value))
 
 
-class _Same:
-    """An object known when compiling, in a structure: equal only to itself."""
+class _Identity:
+    """A Python object in a structure, equal to another only where `key` is the same object: a value known
+    when compiling (its own key), a closure (the key its def: the same code, whatever else it holds)."""
 
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Same) and other.value is self.value
-
-    def __hash__(self) -> int:
-        return id(self.value)
-
-
-class _ClosureCode:
-    """A closure's code in its structure: equal for the same def, whatever else the closure holds."""
-
-    def __init__(self, closure: Closure) -> None:
-        self.closure = closure
+    def __init__(self, value: Any, key: Any) -> None:
+        self.value, self.key = value, key
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _ClosureCode) and other.closure.node is self.closure.node
+        return isinstance(other, _Identity) and other.key is self.key
 
     def __hash__(self) -> int:
-        return id(self.closure.node)
+        return id(self.key)
 
 
 def runtime_structure(structure: Any) -> Any:
@@ -429,7 +417,7 @@ def rebuild(structure: Any, runtime: Any) -> Any:
     if tag == "static":
         return Static(structure[2].value)
     if tag == "closure":  # a nested def a helper returned, with the values its free names had there
-        c = structure[3].closure
+        c = structure[3].value
         return Closure(
             c.node, c.owner, c.g, c.filename, c.lines, tuple((k, rebuild(s, runtime)) for k, s in structure[2])
         )
