@@ -83,13 +83,15 @@ class StatementCompiler:
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         """A nested def: inlined where it is called (see values.Closure). ``@functools.wraps(f)`` only copies
         `f`'s name and docstring onto it, which a call never reads: its argument is read, nothing more."""
-        for decorator in node.decorator_list:
-            if not (isinstance(decorator, ast.Call) and len(decorator.args) == 1 and not decorator.keywords):
+        for decorator in node.decorator_list:  # evaluated in order, as Python does
+            wraps = self.value(decorator.func) if isinstance(decorator, ast.Call) else None
+            if not (
+                isinstance(wraps, Static)
+                and wraps.value is functools.wraps
+                and len(decorator.args) == 1
+                and not decorator.keywords
+            ):
                 raise self.error(decorator, "a nested function with decorators is not supported in a region")
-            wraps = self.value(decorator.func)
-            if not (isinstance(wraps, Static) and wraps.value is functools.wraps):
-                raise self.error(decorator, "a nested function with decorators is not supported in a region")
-        for decorator in node.decorator_list:
             self.value(decorator.args[0])
         self.locals[node.name] = Closure(node, id(self), self.g, self.filename, self.source_lines)
 
