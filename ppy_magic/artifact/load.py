@@ -10,6 +10,7 @@ warning, and the program runs as plain Python.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -239,19 +240,15 @@ def exec_program(loader_file: str, namespace: dict[str, Any], program: str) -> N
     if binder.problem is not None:
         warnings.warn(binder.message(), PpyArtifactWarning, stacklevel=2)
     code = compile(source, program_path, "exec", dont_inherit=True)
-    finder = None
+    finder, foreground = None, contextlib.nullcontext()
     if binder.problem is None and binder.manifest.at_calls:  # imported files' cells may be among them
-        from .. import imports
+        from .. import imports, variants
 
         finder = imports.install(lambda: imports.Settings(cache=backend.shared_cache(), show=None))
+        foreground = variants.blocking()  # calls find their modules as the run that built them did
     token = decorator.activate(binder)
     try:
-        if finder is not None:  # calls find their modules as the run that built them did: in the foreground
-            from .. import variants
-
-            with variants.blocking():
-                exec(code, namespace)
-        else:
+        with foreground:
             exec(code, namespace)
     finally:
         decorator.deactivate(token)

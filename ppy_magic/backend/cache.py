@@ -243,7 +243,7 @@ class Cache:
         with self._lock:
             if not force and name in self.memory:
                 mod = self.memory[name]
-                shipped.note_use(name, shipped.code_key(code_without_comments(text)), getattr(mod, "__file__", ""))
+                _note_use(name, text, mod)
                 return BuildResult(mod, name, "memory", time.perf_counter() - t0)
         announced = []
 
@@ -265,7 +265,7 @@ class Cache:
                         self._fall_back(err)
         with self._lock:
             self.memory[name] = mod
-        shipped.note_use(name, shipped.code_key(code_without_comments(text)), getattr(mod, "__file__", ""))
+        _note_use(name, text, mod)
         if source == "build":
             self.evict_if_over()
         return BuildResult(mod, name, source, time.perf_counter() - t0)
@@ -322,6 +322,8 @@ class Cache:
 
     def _load_shipped(self, text: str) -> types.ModuleType | None:
         """The module an artifact shipped for this code (``shipped``), checked by its sha256, or None."""
+        if not shipped.any_registered():
+            return None
         found = shipped.find(shipped.code_key(code_without_comments(text)))
         if found is None:
             return None
@@ -800,6 +802,12 @@ def warmup(cache: Cache, *, force: bool = False) -> WarmupReport:
     notes = tuple(cache.notes)
     cache.notes.clear()
     return WarmupReport(runtime_text, state, time.perf_counter() - t0, ok, notes)
+
+
+def _note_use(name: str, text: str, mod: types.ModuleType) -> None:
+    """Tell a running ``ppy build --run`` (``shipped.recording``) the cache gave out this module."""
+    if shipped.recording_now():  # its code key only then: a sha256 of the whole text
+        shipped.note_use(name, shipped.code_key(code_without_comments(text)), getattr(mod, "__file__", ""))
 
 
 def adopt_runtime(module: types.ModuleType) -> None:

@@ -40,9 +40,19 @@ def register(code: str, module: str, path: str, sha256: str) -> None:
         _by_code.setdefault(code, Shipped(module, path, sha256))
 
 
+def any_registered() -> bool:
+    """Whether an artifact registered any module (else no code needs a key to be looked up)."""
+    return bool(_by_code)
+
+
 def find(code: str) -> Shipped | None:
     with _lock:
         return _by_code.get(code)
+
+
+def recording_now() -> bool:
+    """Whether a recording runs (else no module's use needs its code key)."""
+    return bool(_recorders)
 
 
 def note_use(name: str, code: str, path: str) -> None:
