@@ -130,6 +130,18 @@ bool fill_items(RegionFunction* self, const char*& spec, OutCursor& cur, Py_ssiz
   return true;
 }
 
+// The next `n` ints of the results into `seq`, a new tuple (or torch.Size) of that length; nullptr, with
+// `seq` released, if one cannot be made.
+PyObject* fill_ints(PyObject* seq, OutCursor& cur, int64_t n) {
+  if (!seq) return nullptr;
+  for (int64_t k = 0; k < n; ++k) {
+    PyObject* v = PyLong_FromLongLong(cur.out.i[cur.i++]);
+    if (!v) { Py_DECREF(seq); return nullptr; }
+    PyTuple_SET_ITEM(seq, k, v);
+  }
+  return seq;
+}
+
 PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur) {
   const char c = *spec++;
   switch (c) {
@@ -195,25 +207,11 @@ PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur) 
     }
     case 'S': {  // a torch.Size (a tuple subclass): the count, then the sizes
       const int64_t n = cur.out.i[cur.i++];
-      PyObject* size = THPSizeType.tp_alloc(&THPSizeType, n);
-      if (!size) return nullptr;
-      for (int64_t k = 0; k < n; ++k) {
-        PyObject* v = PyLong_FromLongLong(cur.out.i[cur.i++]);
-        if (!v) { Py_DECREF(size); return nullptr; }
-        PyTuple_SET_ITEM(size, k, v);
-      }
-      return size;
+      return fill_ints(THPSizeType.tp_alloc(&THPSizeType, n), cur, n);
     }
     case 'Y': {  // a plain tuple of ints (tuple(x.shape), a slice of one): the count, then the ints
       const int64_t n = cur.out.i[cur.i++];
-      PyObject* tup = PyTuple_New(n);
-      if (!tup) return nullptr;
-      for (int64_t k = 0; k < n; ++k) {
-        PyObject* v = PyLong_FromLongLong(cur.out.i[cur.i++]);
-        if (!v) { Py_DECREF(tup); return nullptr; }
-        PyTuple_SET_ITEM(tup, k, v);
-      }
-      return tup;
+      return fill_ints(PyTuple_New(n), cur, n);
     }
     case '(': {
       const Py_ssize_t n = count_items(spec);
