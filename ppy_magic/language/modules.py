@@ -340,6 +340,8 @@ class ModuleCompiler:
         x = args[0] if args else kwargs["input"]
         if getattr(x, "kind", None) != Kind.TENSOR:
             raise self.error(node, f"{mv.path}() of {ops.describe(x)} (not a tensor) is not compiled")
+        if not all(type(n) is int for _, n in axes):
+            raise self.error(node, f"{mv.path}: an einops layer whose axis lengths are not all ints")
         for name in ("pattern", "_axes_lengths") + (("reduction",) if operation != "rearrange" else ()):
             value = getattr(mv.sample, name)
             self.read(node, mv, Slot(name, ATTRIBUTE, ""), call_values.Constant(value), f"{mv.path}.{name}", value)
@@ -353,8 +355,6 @@ class ModuleCompiler:
         except Exception as exc:  # noqa: BLE001 - NotNative, or a pattern einops itself cannot read
             raise self.error(node, f"{mv.path}: {exc}") from None
         g = Globals(einops_forms.namespace())
-        if not all(type(n) is int for _, n in axes):
-            raise self.error(node, f"{mv.path}: an einops layer whose axis lengths are not all ints")
         lengths = [ir.Const(n, Kind.INT) for _, n in axes]
         display = f"{type(mv.sample).__name__}.forward"
         return self.call_helper(node, fdef, g, "<einops>", lines, [x, *lengths], {}, adapter=True, display=display)
