@@ -47,10 +47,16 @@ template <class Op>
 static at::Tensor unary_op(const at::Tensor& x, bool scalar_path) {
   switch (x.scalar_type()) {
     case at::kFloat: return unary_typed<Op, float>(x, scalar_path);
-    case at::kBFloat16: return unary_typed<Op, c10::BFloat16>(x, scalar_path);
-    case at::kHalf: return unary_typed<Op, c10::Half>(x, scalar_path);
-    default: TORCH_CHECK(false, "no fused form for ", x.scalar_type());
+    default: break;
   }
+  if constexpr (!fz::float_only<Op>) {
+    switch (x.scalar_type()) {
+      case at::kBFloat16: return unary_typed<Op, c10::BFloat16>(x, scalar_path);
+      case at::kHalf: return unary_typed<Op, c10::Half>(x, scalar_path);
+      default: break;
+    }
+  }
+  TORCH_CHECK(false, "no fused form for ", x.scalar_type());
 }
 
 // The order of UNARY in fusion.py.
@@ -65,6 +71,8 @@ at::Tensor unary(int64_t op, const at::Tensor& x, bool scalar_path) {
     case 6: return unary_op<fz::Exp>(x, scalar_path);
     case 7: return unary_op<fz::Tanh>(x, scalar_path);
     case 8: return unary_op<fz::Reciprocal>(x, scalar_path);
+    case 9: return unary_op<fz::Square>(x, scalar_path);
+    case 10: return unary_op<fz::Cube>(x, scalar_path);
   }
   TORCH_CHECK(false, "no unary op ", op);
 }
@@ -250,7 +258,11 @@ UNARY: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "exp": torch.exp,
     "tanh": torch.tanh,
     "reciprocal": torch.reciprocal,
+    "square": lambda x: torch.pow(x, 2),
+    "cube": lambda x: torch.pow(x, 3.0),
 }
+# Unary ops fused for float32 only (their reduced-precision kernels round differently).
+FLOAT_ONLY = ("square", "cube")
 BINARY: dict[str, Callable] = {
     "add": torch.add,
     "sub": torch.sub,
@@ -459,7 +471,8 @@ def check_reduced_unary(ext, dtype: torch.dtype, tally: Tally, gen: torch.Genera
     strided = torch.empty(2 * x.numel(), dtype=dtype)[::2]
     strided.copy_(x)
     tag = str(dtype).removeprefix("torch.")
-    for k, (name, fn) in enumerate(UNARY.items()):
+    reduced = [(k, name, fn) for k, (name, fn) in enumerate(UNARY.items()) if name not in FLOAT_ONLY]
+    for k, name, fn in reduced:
         tally.add(f"{name} {tag} (vector body)", x.numel(), _mismatches16(ext.unary(k, x, False), fn(x)))
         tally.add(f"{name} {tag} (scalar tail)", x.numel(), _mismatches16(ext.unary(k, x, True), fn(strided)))
     near = (-65, -64, -63, -33, -32, -1, 0, 1, 31, 32, 33, 63, 64, 65) if full else (-65, -33, -1, 0, 1, 33, 65)
@@ -470,7 +483,7 @@ def check_reduced_unary(ext, dtype: torch.dtype, tally: Tally, gen: torch.Genera
             torch.set_num_threads(t)
             for n in lengths:
                 y = x[torch.randint(0, x.numel(), (n,), generator=gen)]
-                for k, (name, fn) in enumerate(UNARY.items()):
+                for k, name, fn in reduced:
                     got = ext.unary(k, y, False)
                     tally.add(f"{name} {tag} (lengths, {t}t)", n, _mismatches16(got, fn(y)))
     finally:

@@ -20,10 +20,13 @@
 #pragma once
 
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/Version.h>
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -292,6 +295,36 @@ struct Relu {
   static T reduced(T a) { return std::max(a, T(0.f)); }
   PPY_FUSED_APPLY_REDUCED
 };
+// pow(x, 2) and pow(x, 3): pow_tensor_scalar_optimized_kernel (PowKernel.cpp) special-cases these
+// exponents as base * base and base * base * base, left to right, in both forms. One operand, so
+// whichever comes first, a NaN comes out as itself, quieted. float32 only: bfloat16's vector product
+// rounds after each multiplication, and float16 takes another path.
+#define PPY_FUSED_APPLY_FLOAT                                                           \
+  template <class T>                                                                    \
+  static T apply(T a) {                                                                 \
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, VecF>, "float32 only"); \
+    if constexpr (std::is_same_v<T, float>) {                                           \
+      return scalar(a);                                                                 \
+    } else {                                                                            \
+      return vec(a);                                                                    \
+    }                                                                                   \
+  }
+struct Square {
+  static constexpr bool kPositionDependent = false;
+  static VecF vec(VecF a) { return a * a; }
+  static float scalar(float a) { return a * a; }
+  PPY_FUSED_APPLY_FLOAT
+};
+struct Cube {
+  static constexpr bool kPositionDependent = false;
+  static VecF vec(VecF a) { return a * a * a; }
+  static float scalar(float a) { return a * a * a; }
+  PPY_FUSED_APPLY_FLOAT
+};
+// Ops with a float32 form only.
+template <class Op>
+constexpr bool float_only = std::is_same_v<Op, Square> || std::is_same_v<Op, Cube>;
+
 // sigmoid_kernel: Sleef's expf (u10) in the body, libm's expf in the tail.
 struct Sigmoid {
   static constexpr bool kPositionDependent = true;
@@ -353,6 +386,7 @@ struct GeluTanh {
 };
 
 #undef PPY_FUSED_APPLY1
+#undef PPY_FUSED_APPLY_FLOAT
 #undef PPY_FUSED_APPLY_REDUCED
 #undef PPY_FUSED_APPLY2
 
@@ -383,6 +417,32 @@ struct Tanh {
   PPY_FUSED_APPLY_VML(tanh)
 };
 #undef PPY_FUSED_APPLY_VML
+
+// ---- Operands a chain takes ------------------------------------------------------------------------
+
+// A defined, contiguous, strided float32 CPU tensor of at least one dimension, recorded
+// by no autograd graph, and no dispatch key beyond a plain CPU tensor's (CPU, ADInplaceOrView, AutogradCPU,
+// AutocastCPU; an inference tensor has fewer): what eager
+// runs through vectorized_loop with a fresh contiguous output of its shape.
+inline bool operand_fits(const at::Tensor& t) {
+  if (!t.defined() || t.layout() != at::kStrided || t.scalar_type() != at::kFloat || !t.is_cpu() || t.dim() == 0 ||
+      !t.is_contiguous() || t.is_conj() || t.is_neg() || t._is_zerotensor()) {
+    return false;
+  }
+  if (c10::GradMode::is_enabled() && t.requires_grad()) {
+    return false;
+  }
+  static const c10::DispatchKeySet plain({c10::DispatchKey::CPU, c10::DispatchKey::ADInplaceOrView,
+                                          c10::DispatchKey::AutogradCPU, c10::DispatchKey::AutocastCPU});
+  // DispatchKeySet's difference keeps backend bits: compare the functionality bits alone.
+  const uint64_t extra = (t.key_set() - plain).raw_repr() & ~c10::backend_bitset_mask.raw_repr();
+  return t.key_set().has(c10::DispatchKey::CPU) && extra == 0;
+}
+// Every operand fits, and all have the first one's shape.
+template <class... T>
+inline bool operands_fit(const at::Tensor& first, const T&... rest) {
+  return operand_fits(first) && ((operand_fits(rest) && rest.sizes() == first.sizes()) && ...);
+}
 
 // ---- The loop -------------------------------------------------------------------------------------
 
