@@ -37,6 +37,7 @@ class Line:
     cpp: tuple[str, ...] = ()  # COMPILED: the C++ statements this line became (on a statement's first line)
     reason: str | None = None  # PYTHON: why the function (or this break) stays Python, on the line that says so
     specialised: bool = False  # its code depends on a value a variant compiled in (a flag, a callable, ...)
+    fused: bool = False  # level 4: its element-wise ops run as one fused pass (checked per call)
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def _function(f: Callable) -> FunctionAnnotation:
             name,
             True,
             None,
-            _lines(source, first, marks=marks, specialised=specialised),
+            _lines(source, first, marks=marks, specialised=specialised, fused=set(info.spec.fused_lines)),
             calls=f.calls,
             fallbacks=f.fallbacks,
             fallback_reasons=FALLBACKS.for_region(f),
@@ -127,6 +128,7 @@ def _lines(
     marks: dict[int, list[str]] | None = None,
     reason: str | None = None,
     specialised: set[int] = frozenset(),  # type: ignore[assignment]
+    fused: set[int] = frozenset(),  # type: ignore[assignment]
 ) -> tuple[Line, ...]:
     if not source:
         return ()
@@ -144,7 +146,8 @@ def _lines(
             cpp = marks.get(stmt, []) if stmt is not None else []
             compiled = stmt is not None and stmt in marks
             kind = COMPILED if compiled else PLAIN
-            lines.append(Line(n, text, kind, tuple(cpp) if n == stmt else (), specialised=n in specialised))
+            cpp_lines = tuple(cpp) if n == stmt else ()
+            lines.append(Line(n, text, kind, cpp_lines, specialised=n in specialised, fused=n in fused))
         else:
             kind = PYTHON if stmt is not None or n == reason_line else PLAIN
             lines.append(Line(n, text, kind, reason=reason if n == reason_line else None))
@@ -234,6 +237,8 @@ def to_text(a: Annotation) -> str:
         for ln in fn.lines:
             tag = {COMPILED: "C", PYTHON: "P", PLAIN: " "}[ln.kind]
             note = "    <- specialised: depends on a value a variant compiled in" if ln.specialised else ""
+            if ln.fused:
+                note += "    <- fused: its element-wise ops run as one pass (level 4)"
             out.append(f"{ln.number:5d} {tag} | {ln.text}{note}")
             out += [f"        |     {c}" for c in ln.cpp]
             if ln.reason and fn.split:
@@ -289,6 +294,9 @@ def _line_html(ln: Line) -> str:
     style = f"{_ROW};{_KIND_STYLE[ln.kind]}"
     gutter = "+" if ln.cpp else " "
     number = f"<span style='{_GUTTER}'>{ln.number} {gutter}</span>"
+    if ln.fused:
+        kind += " ppy-fused"
+        style += ";border-right:4px solid currentColor"
     if ln.specialised:
         kind += " ppy-specialised"
         style += ";border-left:3px dashed currentColor"

@@ -12,7 +12,7 @@ import contextvars
 from collections.abc import Callable
 from typing import Any, Protocol
 
-MAX_LEVEL = 3
+MAX_LEVEL = 4  # 4: level 3 with exact fusion (backend/fusion.py); not the default
 DEFAULT_LEVEL = 3  # of a bare @ppy.opt when nothing configures another (PpyMagics.default_level)
 
 

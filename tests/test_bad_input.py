@@ -367,7 +367,7 @@ def test_04b_a_string_level_raises_where_the_decorator_is_written(ip):
         ip, '%%ppy\nimport ppy\nbefore_bad_level = 1\n@ppy.opt("3")\ndef s(x):\n    return x\nafter_bad_level = 1\n'
     )
     assert isinstance(result.error_in_exec, TypeError)
-    assert "ppy.opt(level): level must be an int from 0 to 3, got str '3'; write @ppy.opt(3)" in shown
+    assert "ppy.opt(level): level must be an int from 0 to 4, got str '3'; write @ppy.opt(3)" in shown
     assert "line 4" in shown and '@ppy.opt("3")' in shown
     assert "decorator.py" not in shown, "the user's line, not our code, is the story"
     assert ip.user_ns["before_bad_level"] == 1 and "after_bad_level" not in ip.user_ns
@@ -417,7 +417,7 @@ def test_04c_and_09_a_cell_that_raises_keeps_what_it_bound(ip):
     before = cache_files()
     result, shown = run(ip, CELL_RAISES)
     assert isinstance(result.error_in_exec, ValueError)
-    assert "ppy.opt(level): level must be from 0 (never compile) to 3, got 9; write @ppy.opt(3)" in shown
+    assert "ppy.opt(level): level must be from 0 (never compile) to 4, got 9; write @ppy.opt(4)" in shown
     assert f"line {cell_line(CELL_RAISES, '@ppy.opt(9)')}" in shown and "decorator.py" not in shown, shown
     assert "1 region (bound_before_error)" in shown, "the build summary is shown even though the cell failed"
     ns = ip.user_ns

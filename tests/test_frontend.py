@@ -84,7 +84,7 @@ REFUSED = [
     ("decorated_twice", "a region cannot have other decorators", "functools.lru_cache"),
     ("keyword_only", "keyword-only and positional-only parameters", "scale: float"),
     ("positional_only", "keyword-only and positional-only parameters", "x"),
-    ("level_not_literal", "must be an int literal from 0 to 3", "LEVEL"),
+    ("level_not_literal", "must be an int literal from 0 to 4", "LEVEL"),
 ]
 
 

@@ -1,4 +1,4 @@
-"""The differential suites at levels 1 and 3, with and without autograd recording and under inference_mode.
+"""The differential suites at levels 1, 3 and 4, with and without autograd recording and under inference_mode.
 
 Model code (the cells of tests/test_models.py and tests/test_models_functional.py), the model code with control flow
 (tests/test_control_models.py: loops, branches, lists), random programs (the
@@ -32,7 +32,7 @@ from tests.support import batch, cells, control_fuzz, eager, fuzz, opinfo, outco
 from tests.support.modes import MODES, for_mode, mode_context
 from tests.support.outcomes import FAILURES, MATCH, PYTHON, Case
 
-LEVELS = (1, 3)
+LEVELS = (1, 3, 4)  # 4: fused chains where eager runs AVX512 (level 3 elsewhere)
 PROGRAMS = int(os.environ.get("PPY_LEVELS_PROGRAMS", "120"))
 CONTROL_PROGRAMS = int(os.environ.get("PPY_LEVELS_CONTROL_PROGRAMS", "120"))
 OPINFO_SAMPLES = int(os.environ.get("PPY_LEVELS_OPINFO_SAMPLES", "4"))

@@ -58,8 +58,8 @@ def test_help_documents_every_option(ip):
     "flags,words",
     [
         ("--bogus", "unrecognized arguments: --bogus"),
-        ("-O 7", "LEVEL must be 0 (leave every function Python) to 3, got '7'"),
-        ("-O fast", "LEVEL must be 0 (leave every function Python) to 3, got 'fast'"),
+        ("-O 7", "LEVEL must be 0 (leave every function Python) to 4, got '7'"),
+        ("-O fast", "LEVEL must be 0 (leave every function Python) to 4, got 'fast'"),
         ("-O", "argument -O: expected one argument"),
     ],
 )
@@ -94,7 +94,7 @@ def test_config_lists_every_option_with_its_help(ip):
 def test_default_level_is_checked(ip):
     from traitlets import TraitError
 
-    with pytest.raises(TraitError, match="default_level must be 0 .never compile. to 3, got 5"):
+    with pytest.raises(TraitError, match="default_level must be 0 .never compile. to 4, got 5"):
         magics(ip).default_level = 5
     assert magics(ip).default_level == 3
 

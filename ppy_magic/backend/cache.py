@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import BuildError, CacheError
-from . import eviction, prelude, safety, shipped
+from . import eviction, fusion, prelude, safety, shipped
 from .diagnostics import first_error
 from .disk import SUBDIRS, make_private_dir, try_flock, verify_manifest
 from .disk import flock as _flock
@@ -75,6 +75,10 @@ def module_name(prefix: str, text: str) -> str:
     key = toolchain_key()
     if prelude.INCLUDE_LINE in text:
         key += "\nprelude " + prelude_identity()
+    if fusion.INCLUDE_LINE in text:  # its flags, eager's capability and the formulas it restates
+        key += f"\nfused {' '.join(fusion.CFLAGS)} {fusion.capability()}\n" + read_text(
+            os.path.join(RUNTIME_DIR, fusion.HEADER)
+        )
     digest = hashlib.sha256((key + "\n--\n" + code_without_comments(text)).encode()).hexdigest()
     return f"{prefix}_{digest[:24]}"
 
@@ -347,6 +351,8 @@ class Cache:
             raise BuildError(f"cannot build C++ here: {status}. Run ppy_magic.toolchain_ready() to check again.")
         ninja_on_path(status.ninja)
         includes = [RUNTIME_DIR, *include_paths]
+        if fusion.INCLUDE_LINE in text:
+            return self._compile(name, text, [*CFLAGS, *fusion.CFLAGS], includes, list(fusion.LDFLAGS))
         if prelude.INCLUDE_LINE not in text:
             return self._compile(name, text, list(CFLAGS), includes)
         pre = self.ready_prelude()
@@ -374,7 +380,9 @@ class Cache:
             )
             return self._compile(name, text, list(CELL_CFLAGS), includes)
 
-    def _compile(self, name: str, text: str, cflags: list[str], includes: list[str]) -> types.ModuleType:
+    def _compile(
+        self, name: str, text: str, cflags: list[str], includes: list[str], ldflags: list[str] | None = None
+    ) -> types.ModuleType:
         """``load_inline`` into a fresh ``build/<name>``; the caller holds the module's lock."""
         bdir = self.build_dir(name)
         try:
@@ -393,6 +401,7 @@ class Cache:
                 name=name,
                 cpp_sources=[text],
                 extra_cflags=cflags,
+                extra_ldflags=ldflags,
                 extra_include_paths=includes,
                 build_directory=bdir,
                 verbose=False,

@@ -19,7 +19,7 @@ from typing import Any
 from ..language import ir
 from ..language.ir import Kind
 from ..language.modules import Plan
-from . import cpp, levels
+from . import cpp, fusion, levels
 from .cpp import NAME, atom, cpp_literal
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
 ABI_HEADER = "ppy_abi.h"
 REGION_HEADER = "ppy_region.h"
 NATIVE_HEADER = "ppy_native.h"  # included by REGION_HEADER
+MAX_LEVEL = 4  # levels.describe's
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class RegionSpec:
     opt_level: int = 1  # the optimisation level its C++ was written at
     # What each level changes in this region (constants hoisted, temporaries reused), for explain().
     level_notes: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    fused_lines: tuple[int, ...] = ()  # level 4: the Python lines of its fused chains
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,7 @@ class Emitter:
         track_lines: bool,
         helper: bool,
         plan: levels.BodyPlan | None = None,
+        symbol: str = "",
     ):
         self.lines: list[str] = []
         self.marks: list[tuple[int, int]] = []
@@ -199,6 +202,8 @@ class Emitter:
         self.notes: list[str] = []  # what the level changed, for explain()
         self.wrapped = 0  # wrapped numbers level 3 made before a reusing op (names them)
         self.headers: set[str] = set()
+        self.symbol = symbol  # names the body's fused chains
+        self.fused_defs: list[str] = []  # level 4: the C++ functions of its chains, before the body
 
     def expr(self, e: ir.Expr, line: int) -> str:
         """The C++ of an expression, with this body's level applied (constants, direct calls, flags)."""
@@ -247,7 +252,20 @@ class Emitter:
         for name, var in temps.items():
             if name in last:
                 frees.setdefault(last[name], []).append(var)
+        deferred: list[ir.Var] = []  # read last by a chain's op: dropped after the chain
         for i, s in enumerate(stmts):
+            if id(s) in self.plan.fused:
+                deferred += frees.get(i, ())
+                continue
+            chain = self.plan.chains.get(id(s))
+            if chain is not None:
+                self.chain(chain, depth)
+                internal = {n.target.name for n in chain.nodes[:-1]}
+                for var in deferred + frees.get(i, []):
+                    if var.name not in internal:
+                        self.out(depth, f"{NAME(var)}.reset();")
+                deferred = []
+                continue
             self.stmt(s, depth)
             if not isinstance(s, (ir.Return, ir.Raise)):
                 for var in frees.get(i, ()):
@@ -408,6 +426,29 @@ class Emitter:
         else:
             raise TypeError(s)
 
+    def chain(self, chain: fusion.Chain, depth: int) -> None:
+        """Level 4: the chain's fused function while nothing observes, else (or where its checks fail) its ops."""
+        name = f"{self.symbol}_fused{len(self.fused_defs)}"
+        defs = fusion.chain_cpp(chain, name)
+        self.fused_defs.append("\n".join(defs))
+        self.note(chain.describe() + " (checked per call, else op by op)")
+        first = chain.nodes[0].stmt
+        for n in chain.nodes:
+            self.count_call(n.stmt.value, depth)
+        self.line(depth, first.line)
+        t = NAME(chain.root.target)
+        self.out(depth, f"at::Tensor {t} = {levels.UNOBSERVED} ? {fusion.call_cpp(chain)} : at::Tensor();")
+        self.out(depth, f"if (!{t}.defined()) {{")
+        self.out(depth + 1, f"{t} = [&]() -> at::Tensor {{")
+        saved = self.current_line
+        self.current_line = 0
+        for n in chain.nodes:
+            self.stmt(n.stmt, depth + 2)
+        self.out(depth + 2, f"return {t};")
+        self.out(depth + 1, "}();")
+        self.out(depth, "}")
+        self.current_line = saved
+
     def reuse(self, s: ir.Assign, site: levels.ReuseSite, depth: int) -> None:
         """Level 3: the op writes into its dead temporary operand when the run-time checks pass."""
         call = s.value
@@ -479,7 +520,9 @@ def _helper_cpp(h: ir.Helper, source_lines: dict[int, str], level: int) -> Emitt
         )
         for p in h.params
     ]
-    em = Emitter(h.symbol, source_lines, h.track_lines, helper=True, plan=levels.plan_body(h.body, level))
+    em = Emitter(
+        h.symbol, source_lines, h.track_lines, helper=True, plan=levels.plan_body(h.body, level), symbol=h.symbol
+    )
     em.out(0, f"[[maybe_unused]] {ret} {h.symbol}({', '.join(params)}) {{")
     em.out(1, "int& ppy_line = ppy_frame.line;")
     em.out(1, "(void)ppy_line;")
@@ -508,21 +551,25 @@ class FunctionCode:
     marks: list[tuple[int, int]]  # (offset in lines, Python line)
     notes: tuple[str, ...]  # what the level changed, for explain()
     headers: frozenset[str]
+    fused: bool = False  # level 4 fused a chain: the TU needs fusion's header and flags
+    fused_lines: tuple[int, ...] = ()  # the Python lines of the entry's chains (annotate marks them)
 
 
 def function_cpp(fn: ir.Function, symbol: str) -> FunctionCode:
     """C++ lines of one region (its helpers, then its entry) at the function's level."""
-    level = max(1, min(fn.level, 3))
+    level = max(1, min(fn.level, MAX_LEVEL))
+    fused: list[str] = []  # level 4: the chains' functions, first
     lines: list[str] = []
     notes: list[str] = []
     headers: set[str] = set()
     for h in fn.helpers:
         hem = _helper_cpp(h, fn.source_lines, level)
+        fused += hem.fused_defs
         lines += hem.lines + [""]
         notes += [f"{n} (in {h.symbol})" for n in hem.notes]
         notes += [f"{n} (in {h.symbol})" for n in (hem.consts.notes if hem.consts else [])]
         headers |= hem.headers
-    em = Emitter(fn.name, fn.source_lines, True, helper=False, plan=levels.plan_body(fn.body, level))
+    em = Emitter(fn.name, fn.source_lines, True, helper=False, plan=levels.plan_body(fn.body, level), symbol=symbol)
     # No file name here: the same source must give the same TU (and cache key) in any kernel or directory.
     em.out(0, f"// {fn.name} (line {fn.def_line}, {levels.describe(level)})")
     em.out(0, f"void {symbol}(const ppy::Arg* ppy_args, ppy::Out* ppy_out) {{")
@@ -551,12 +598,21 @@ def function_cpp(fn: ir.Function, symbol: str) -> FunctionCode:
     em.out(1, "}")
     em.out(0, "}")
     _declare_constants(em, consts_at, 1)
+    fused += em.fused_defs
+    head = [line for text in fused for line in (*text.split("\n"), "")]
+    lines = head + lines
     base = len(lines)
     notes = (em.consts.notes if em.consts else []) + em.notes + notes
     if em.plan.moves:
         notes.append("results are moved into the result list, not copied")
+    notes += em.plan.fusion_notes
     return FunctionCode(
-        lines + em.lines, [(base + off, ln) for off, ln in em.marks], tuple(notes), frozenset(headers | em.headers)
+        lines + em.lines,
+        [(base + off, ln) for off, ln in em.marks],
+        tuple(notes),
+        frozenset(headers | em.headers),
+        fused=bool(fused),
+        fused_lines=tuple(sorted({ln for c in em.plan.chains.values() for ln in c.lines})),
     )
 
 
@@ -582,10 +638,12 @@ def generate(functions: list[ir.Function]) -> CellCode:
     # specialising the same callee (or two definitions of one name) apart.
     codes = [function_cpp(fn, f"ppy_region_{index}_{fn.name}") for index, fn in enumerate(functions)]
     headers = sorted(set(_headers(functions)).union(*(c.headers for c in codes)))
+    fused = any(c.fused for c in codes)
     head = [
         "// Generated by ppy_magic: the ATen regions of one cell.",
         # First: gcc uses the prelude's precompiled form (prelude.py, build.py) only before other code.
-        '#include "ppy_prelude.h"',
+        # A TU with fused chains has other flags (fusion.CFLAGS) and includes its header instead.
+        fusion.INCLUDE_LINE if fused else '#include "ppy_prelude.h"',
         "#include <Python.h>",
         f'#include "{REGION_HEADER}"',
         *[f"#include <{h}>" for h in headers],
@@ -628,10 +686,11 @@ def generate(functions: list[ir.Function]) -> CellCode:
                 specialised_reads=fn.specialised_reads,
                 owner=fn.owner,
                 plan=fn.plan,
-                opt_level=max(1, min(fn.level, 3)),
+                opt_level=max(1, min(fn.level, MAX_LEVEL)),
+                fused_lines=code.fused_lines,
                 level_notes={
                     lv: code.notes if lv == fn.level else function_cpp(dataclasses.replace(fn, level=lv), symbol).notes
-                    for lv in (1, 2, 3)
+                    for lv in range(1, MAX_LEVEL + 1)
                 },
             )
         )

@@ -41,7 +41,7 @@ from typing import Any
 
 from ..language import ir
 from ..language.ir import Kind
-from . import cpp
+from . import cpp, fusion
 from .reuse import Reuse, reuse_for
 
 UNOBSERVED = "ppy_unobserved"  # C++ name of the entry's copy of Out::unobserved
@@ -54,6 +54,8 @@ def describe(level: int) -> str:
         2: "level 2: constants built once per region, results moved, mm/addmm where eager's composite calls them",
         3: "level 3: level 2, and while autograd is not recording dead temporaries reused in place and "
         "element-wise ops past the autograd kernel",
+        4: "level 4: level 3, and while autograd is not recording chains of element-wise float32 ops fused into "
+        "one pass, each element computed as eager's kernel computes it (checked per call, else op by op)",
     }.get(level, f"level {level}")
 
 
@@ -185,6 +187,9 @@ class BodyPlan:
     level: int
     reuse: dict[int, ReuseSite] = field(default_factory=dict)  # id(Assign) -> site
     moves: set[str] = field(default_factory=set)  # tensor variables returned by move (level 2+)
+    chains: dict[int, fusion.Chain] = field(default_factory=dict)  # id(the chain's last Assign) -> chain (level 4)
+    fused: set[int] = field(default_factory=set)  # id(Assign) of the other ops of chains: emitted with their last
+    fusion_notes: list[str] = field(default_factory=list)  # why element-wise ops stay out of chains
 
 
 # What level 3 takes for "dead", in code with branches and loops. Not a liveness analysis
@@ -233,6 +238,8 @@ def plan_body(stmts: tuple[ir.Stmt, ...], level: int) -> BodyPlan:
                 }
     if level < 3:
         return plan
+    if level >= 4:
+        _plan_chains(plan, stmts, uses, written)
     for block in _blocks(stmts):
         made: dict[str, ir.Assign] = {}  # temporaries made in this block by a functional op, (a) and (b)
         for s in block:
@@ -246,6 +253,21 @@ def plan_body(stmts: tuple[ir.Stmt, ...], level: int) -> BodyPlan:
             if one and isinstance(s.value, ir.Call) and fresh_tensor(s.value):
                 made[s.targets[0].name] = s
     return plan
+
+
+def _plan_chains(plan: BodyPlan, stmts: tuple[ir.Stmt, ...], uses: collections.Counter, written: collections.Counter):
+    """Level 4: the fused chains of every block (``fusion``), where eager's kernels are the ones restated."""
+    if not fusion.available():
+        plan.fusion_notes.append(
+            f"eager runs {fusion.capability()} kernels here; the fused formulas are AVX512's: nothing fuses"
+        )
+        return
+    for block in _blocks(stmts):
+        chains, reasons = fusion.find_chains(block, uses, written)
+        plan.fusion_notes += reasons
+        for c in chains:
+            plan.chains[id(c.root.stmt)] = c
+            plan.fused |= {id(n.stmt) for n in c.nodes[:-1]}
 
 
 def _site(call: ir.Call, made: dict[str, ir.Assign], uses: collections.Counter) -> ReuseSite | None:

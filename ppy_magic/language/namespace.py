@@ -13,7 +13,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..decorator import MAX_LEVEL
+from ..decorator import DEFAULT_LEVEL, MAX_LEVEL
 
 Key = tuple[str, int]  # a function's name and first line, decorators included: (co_name, co_firstlineno)
 
@@ -82,7 +82,7 @@ def static_value(node: ast.expr, g: Globals) -> Any:
     return None
 
 
-def opt_level(fn: ast.FunctionDef | ast.AsyncFunctionDef, g: Globals, default: int = MAX_LEVEL) -> int | None:
+def opt_level(fn: ast.FunctionDef | ast.AsyncFunctionDef, g: Globals, default: int = DEFAULT_LEVEL) -> int | None:
     """The level of a ``@ppy.opt(...)`` decorator on `fn`, or None if it has none.
 
     Levels that are not an int literal are checked when the decorator runs (-1 here).

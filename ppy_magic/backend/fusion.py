@@ -1,0 +1,352 @@
+"""Level 4: chains of element-wise float32 ops in one pass, each element computed as eager computes it.
+
+``docs/fusion.md`` gives the facts this rests on: for each op of the fused set
+(``FUSED``), ``runtime/ppy_fused.h`` holds the formula eager's CPU kernel uses,
+in eager's loop shape, shown identical by ``benchmarks/fusion_exact.py``
+(exhaustively for the unary ops). This module finds the chains in a body and
+spells each as a C++ function the region calls while nothing can observe its
+intermediates (``Out::unobserved``, as level 3's reuse); the function checks the
+call's operands and returns an undefined tensor when one check fails, and the
+region then runs the chain's ops one by one, as at level 3.
+
+A chain is a run of consecutive statements of one block, each an op of the fused
+set, where every value but the last is a temporary read once, by a later op of
+the chain (so nothing else can see it); the last one's target is the chain's
+result. Its leaves are tensors and Python numbers. Per call: every tensor is a
+defined, contiguous, strided float32 CPU tensor of at least one dimension, with
+no other dispatch key, all of one shape, none recorded by autograd;
+a Python float is not NaN; eager's kernels run AVX512; and the ops whose body and
+tail round differently (``kPositionDependent``) split the elements into the same
+chunks at this length and thread count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..language import ir
+from ..language.ir import Kind
+from .cpp import NAME, cpp_literal
+
+HEADER = "ppy_fused.h"
+INCLUDE_LINE = f'#include "{HEADER}"'
+# A TU holding fused chains is compiled with these on top of the usual flags (and without the
+# precompiled prelude, which has other flags): eager's capability, so that at::vec is its AVX512 code;
+# no FMA may form across ops (nor in the region's Python arithmetic, now that FMA is there); and
+# at::parallel_for's OpenMP region (inline) compiled in, for its chunks to be eager's. Chains are
+# planned only where eager runs AVX512 (``available``), which the CPU must then have.
+CFLAGS = (
+    "-ffp-contract=off",
+    "-fopenmp",
+    "-DCPU_CAPABILITY=AVX512",
+    "-DCPU_CAPABILITY_AVX512",
+    "-mavx512f",
+    "-mavx512bw",
+    "-mavx512vl",
+    "-mavx512dq",
+    "-mfma",
+)
+LDFLAGS = ("-fopenmp",)
+
+
+@dataclass(frozen=True)
+class FusedOp:
+    struct: str  # ppy::fused::<struct>
+    position_dependent: bool  # its float32 body and tail round differently
+    block: bool = False  # computed by MKL over a block (exp, tanh of float)
+
+
+_ADD, _SUB = FusedOp("Add", False), FusedOp("Sub", False)
+_MUL, _DIV = FusedOp("Mul", True), FusedOp("Div", False)
+# aten name -> the op, for unary ops of one tensor
+_UNARY = {
+    "neg": FusedOp("Neg", False),
+    "abs": FusedOp("Abs", False),
+    "relu": FusedOp("Relu", False),
+    "reciprocal": FusedOp("Reciprocal", False),
+    "sigmoid": FusedOp("Sigmoid", True),
+    "silu": FusedOp("Silu", True),
+    "exp": FusedOp("Exp", False, block=True),
+    "tanh": FusedOp("Tanh", False, block=True),
+}
+_GELU_TANH = FusedOp("GeluTanh", True)
+_POWERS = {2: FusedOp("Square", False), 3: FusedOp("Cube", False)}
+
+FUSED_SET = (
+    "add, sub, rsub with alpha 1; mul; true div; neg, abs, relu, reciprocal, sigmoid, silu, exp, tanh; "
+    "gelu(approximate='tanh'); pow(x, 2), pow(x, 3): float32 tensors of one shape and Python numbers"
+)
+
+
+# An operand: a tensor variable, a number compiled in (float), or a Python number variable.
+@dataclass(frozen=True)
+class Number:
+    value: float | int
+
+
+@dataclass
+class Node:
+    stmt: ir.Assign
+    op: FusedOp
+    operands: tuple[Any, ...]  # ir.Var (tensor or number) or Number
+
+    @property
+    def target(self) -> ir.Var:
+        return self.stmt.targets[0]
+
+
+@dataclass
+class Chain:
+    nodes: list[Node]
+    name: str = ""  # its C++ function, set when spelled
+    tensors: list[ir.Var] = field(default_factory=list)  # tensor leaves, first use first
+    numbers: list[ir.Var] = field(default_factory=list)  # Python-number leaves
+
+    @property
+    def root(self) -> Node:
+        return self.nodes[-1]
+
+    @property
+    def lines(self) -> tuple[int, ...]:
+        return tuple(sorted({n.stmt.line for n in self.nodes}))
+
+    def describe(self) -> str:
+        ops = ", ".join(n.stmt.value.op.name for n in self.nodes)  # type: ignore[union-attr]
+        where = ", ".join(str(ln) for ln in self.lines)
+        return f"line{'s' if len(self.lines) > 1 else ''} {where}: {ops} run as one fused pass"
+
+
+def _alpha_one(a: Any) -> bool:
+    return (isinstance(a, ir.Default) and a.value == 1) or (isinstance(a, ir.Const) and a.value == 1)
+
+
+def _operand(a: Any) -> Any | str:
+    """A chain operand for `a`, or why it cannot be one."""
+    if isinstance(a, ir.Var) and a.kind == Kind.TENSOR:
+        return a
+    if isinstance(a, ir.WrapNumber):
+        v = a.value
+        if isinstance(v, ir.Const) and v.kind in (Kind.INT, Kind.FLOAT, Kind.BOOL):
+            if v.kind == Kind.FLOAT and math.isnan(v.value):
+                return "a NaN number (eager's tail for it was not measured)"
+            return Number(float(v.value) if v.kind == Kind.FLOAT else int(v.value))
+        if isinstance(v, ir.Var) and v.kind in (Kind.INT, Kind.FLOAT, Kind.BOOL):
+            return v
+    return "an operand that is neither a tensor nor a Python int or float"
+
+
+def node_of(s: ir.Stmt) -> Node | str | None:
+    """The chain node `s` is; a reason when it is an element-wise op that stays out; None otherwise."""
+    if not (isinstance(s, ir.Assign) and isinstance(s.value, ir.Call) and len(s.targets) == 1):
+        return None
+    call = s.value
+    if s.targets[0].kind != Kind.TENSOR:
+        return None
+    name, overload, args = call.op.name, call.op.overload, call.args
+    op: FusedOp | None = None
+    raw: tuple[Any, ...] = ()
+    if overload == "Tensor" and name in ("add", "sub", "rsub") and len(args) == 3:
+        if not _alpha_one(args[2]):
+            return f"{name} with an alpha other than 1 is not in the fused set"
+        op = _SUB if name != "add" else _ADD
+        raw = (args[1], args[0]) if name == "rsub" else (args[0], args[1])
+    elif overload == "Tensor" and name in ("mul", "div") and len(args) == 2:
+        op, raw = (_MUL if name == "mul" else _DIV), tuple(args)
+    elif overload == "" and name in _UNARY and len(args) == 1:
+        op, raw = _UNARY[name], tuple(args)
+    elif name == "gelu" and overload == "" and len(args) == 2:
+        if not (isinstance(args[1], ir.Const) and args[1].value == "tanh"):
+            return "gelu's erf form is not in the fused set (only approximate='tanh')"
+        op, raw = _GELU_TANH, (args[0],)
+    elif name == "pow" and overload == "Tensor_Scalar" and len(args) == 2:
+        e = args[1]
+        if not (isinstance(e, ir.Const) and e.kind in (Kind.INT, Kind.FLOAT) and e.value in _POWERS):
+            return "pow is fused only for the exponents 2 and 3 (eager's products)"
+        op, raw = _POWERS[int(e.value)], (args[0],)
+    else:
+        return None
+    operands = tuple(_operand(a) for a in raw)
+    bad = next((o for o in operands if isinstance(o, str)), None)
+    if bad is not None:
+        return f"{name} takes {bad}"
+    if not any(isinstance(o, ir.Var) and o.kind == Kind.TENSOR for o in operands):
+        return None
+    return Node(s, op, operands)  # type: ignore[arg-type]
+
+
+def find_chains(
+    block: tuple[ir.Stmt, ...], uses: dict[str, int], written: dict[str, int]
+) -> tuple[list[Chain], list[str]]:
+    """The chains of one block (two ops or more), and why the element-wise ops left out of one stay out."""
+    chains: list[Chain] = []
+    reasons: list[str] = []
+    run: list[Node] = []
+
+    def flush() -> None:
+        j = len(run) - 1
+        while j >= 0:
+            k = j
+            inside = {run[j].target.name}
+            while k > 0:
+                t = run[k - 1].target
+                reads = {o.name for n in run[k : j + 1] for o in n.operands if isinstance(o, ir.Var)}
+                if uses.get(t.name, 0) == 1 and written.get(t.name, 0) == 1 and t.name in reads:
+                    k -= 1
+                    inside.add(t.name)
+                else:
+                    break
+            if j - k >= 1:
+                chains.append(_leaves(Chain(run[k : j + 1])))
+            j = k - 1
+        run.clear()
+
+    for s in block:
+        node = node_of(s)
+        if isinstance(node, Node):
+            run.append(node)
+            continue
+        if isinstance(node, str):
+            reasons.append(f"line {s.line}: {node}")  # type: ignore[union-attr]
+        flush()
+    flush()
+    chains.sort(key=lambda c: id(c.nodes[0].stmt))
+    return chains, reasons
+
+
+def _leaves(chain: Chain) -> Chain:
+    made = {n.target.name for n in chain.nodes}
+    for n in chain.nodes:
+        for o in n.operands:
+            if not isinstance(o, ir.Var) or o.name in made:
+                continue
+            into = chain.tensors if o.kind == Kind.TENSOR else chain.numbers
+            if all(v.name != o.name for v in into):
+                into.append(o)
+    return chain
+
+
+def walk_blocks(stmts: tuple[ir.Stmt, ...]) -> Iterator[tuple[ir.Stmt, ...]]:
+    yield stmts
+    for s in stmts:
+        if isinstance(s, ir.If):
+            yield from walk_blocks(s.then)
+            yield from walk_blocks(s.orelse)
+        elif isinstance(s, (ir.For, ir.ForEach, ir.Loop)):
+            yield from walk_blocks(s.body)
+
+
+# ---- spelling ---------------------------------------------------------------------------------------------
+
+
+def _float_literal(v: float | int) -> str:
+    return f"static_cast<float>({cpp_literal(v, Kind.FLOAT if isinstance(v, float) else Kind.INT)})"
+
+
+def chain_cpp(chain: Chain, name: str) -> list[str]:
+    """The C++ function of one chain: its result, or an undefined tensor where a per-call check fails."""
+    chain.name = name
+    params = [f"const at::Tensor& ppy_in{i}" for i in range(len(chain.tensors))]
+    params += [f"{'double' if v.kind == Kind.FLOAT else 'int64_t'} ppy_num{i}" for i, v in enumerate(chain.numbers)]
+    tensor_index = {v.name: i for i, v in enumerate(chain.tensors)}
+    number_index = {v.name: i for i, v in enumerate(chain.numbers)}
+    out = [f"// {chain.describe()}"]
+    out.append(f"static at::Tensor {name}({', '.join(params)}) {{")
+    ins = ", ".join(f"ppy_in{i}" for i in range(len(chain.tensors)))
+    out.append(f"  if (!ppy::fused::capability_matches() || !ppy::fused::operands_fit({ins})) return at::Tensor();")
+    for i, v in enumerate(chain.numbers):
+        if v.kind == Kind.FLOAT:
+            out.append(f"  if (std::isnan(ppy_num{i})) return at::Tensor();")
+    out.append("  const int64_t n = ppy_in0.numel();")
+    dependent = [nd.op for nd in chain.nodes if nd.op.position_dependent]
+    grains = list(dict.fromkeys(f"ppy::fused::grain_of<ppy::fused::{op.struct}>(n)" for op in dependent))
+    out.append(f"  const int64_t grain = {grains[0] if grains else 'at::internal::GRAIN_SIZE'};")
+    for g in grains[1:]:
+        out.append(f"  if (!ppy::fused::same_chunks(n, grain, {g})) return at::Tensor();")
+    out.append("  at::Tensor ppy_result = at::empty(ppy_in0.sizes(), ppy_in0.options());")
+    out.append("  float* o = ppy_result.data_ptr<float>();")
+    for i in range(len(chain.tensors)):
+        out.append(f"  const float* p{i} = ppy_in{i}.const_data_ptr<float>();")
+    for i in range(len(chain.numbers)):
+        out.append(f"  const ppy::fused::Bcast b{i}{{static_cast<float>(ppy_num{i})}};")
+    out.append("  ppy::fused::for_each_block(n, grain, ppy::fused::kVecStep, [&](int64_t i, int64_t nv, int64_t nt) {")
+    out += ["    " + line for line in _passes(chain, tensor_index, number_index)]
+    out.append("  });")
+    out.append("  return ppy_result;")
+    out.append("}")
+    return out
+
+
+def _passes(chain: Chain, tensor_index: dict[str, int], number_index: dict[str, int]) -> list[str]:
+    """The block body: register passes (map) between the block ops, each value stored where it must be."""
+    by_target = {n.target.name: n for n in chain.nodes}
+    root = chain.root.target.name
+    # Stored values: the root, each block op's result, and the operand of each block op made in the chain.
+    stored: dict[str, str] = {}
+    buffers = 0
+    for n in chain.nodes:
+        needs = [n.target.name] if n.op.block else []
+        needs += [o.name for o in n.operands if n.op.block and isinstance(o, ir.Var) and o.name in by_target]
+        for name in needs:
+            if name not in stored:
+                stored[name] = "o + i" if name == root else f"m{buffers}"
+                if name != root:
+                    buffers += 1
+    stored[root] = "o + i"
+    lines = [f"alignas(64) float m{b}[ppy::fused::kBlock];" for b in range(buffers)]
+
+    def leaf(o: Any, args: list[str]) -> str:
+        """The lambda's parameter for a leaf (adding it to `args`), or a constant."""
+        if isinstance(o, Number):
+            return f"T({_float_literal(o.value)})"
+        if o.name in tensor_index:
+            src = f"p{tensor_index[o.name]} + i"
+        elif o.name in number_index:
+            src = f"b{number_index[o.name]}"
+        else:  # a stored value of the chain
+            src = f"static_cast<const float*>({stored[o.name]})"
+        if src not in args:
+            args.append(src)
+        return f"a{args.index(src)}"
+
+    def value(o: Any, args: list[str], top: bool) -> str:
+        if isinstance(o, ir.Var) and o.name in by_target and (top or o.name not in stored):
+            n = by_target[o.name]
+            return f"ppy::fused::{n.op.struct}::apply({', '.join(value(x, args, False) for x in n.operands)})"
+        return leaf(o, args)
+
+    for n in chain.nodes:
+        name = n.target.name
+        if n.op.block:
+            (operand,) = n.operands
+            src = stored[operand.name] if operand.name in stored else f"p{tensor_index[operand.name]} + i"
+            lines.append(f"ppy::fused::{n.op.struct}::block({stored[name]}, {src}, nv + nt);")
+        elif name in stored:
+            args: list[str] = []
+            body = value(n.target, args, True)
+            params = ", ".join(f"auto a{k}" for k in range(len(args)))
+            lines.append(f"ppy::fused::map({stored[name]}, nv, nt, [&]({params}) {{")
+            lines.append("  using T = decltype(a0);")
+            lines.append(f"  return {body};")
+            lines.append(f"}}, {', '.join(args)});")
+    return lines
+
+
+def call_cpp(chain: Chain) -> str:
+    """The region's call of a chain's function (an undefined tensor where its checks fail)."""
+    args = [NAME(v) for v in chain.tensors]
+    args += [f"static_cast<{'double' if v.kind == Kind.FLOAT else 'int64_t'}>({NAME(v)})" for v in chain.numbers]
+    return f"{chain.name}({', '.join(args)})"
+
+
+def capability() -> str:
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def available() -> bool:
+    """Whether this machine's eager kernels are the ones ``ppy_fused.h`` restates (x86-64, AVX512)."""
+    return capability() == "AVX512"

@@ -1,0 +1,226 @@
+"""Level 4: chains of element-wise float32 ops run as one fused pass, bit for bit eager's, or op by op.
+
+Each function below is compiled at level 4 and compared with eager, bitwise (NaN payloads and signs
+too), at lengths around the vector step and the chunk boundaries, with 1 and 2 threads, on random bit
+patterns and special values; then the cases a chain must refuse (a non-contiguous, broadcast,
+double or grad-recording operand, a NaN Python number, chunks that disagree), which must still be
+eager's bits, through the ops one by one. ``explain`` names each chain and why an op stays out.
+Skipped where eager's kernels are not AVX512 (the fused formulas are those; level 4 is level 3 there).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ppy_magic
+from ppy_magic.backend import fusion
+from tests.support import fusion as checks
+from tests.support.cells import compile_cell
+
+pytestmark = pytest.mark.skipif(not fusion.available(), reason="eager's kernels here are not AVX512's")
+
+SOURCE = """
+import math
+import torch
+import torch.nn.functional as F
+import ppy
+
+
+@ppy.opt(4)
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+@ppy.opt(4)
+def mixed(x: torch.Tensor, y: torch.Tensor, s: float, k: int) -> torch.Tensor:
+    a = 1 - x
+    b = 2 / y
+    c = x**2 - s * y
+    d = torch.relu(a + b + c).sigmoid() * k
+    return d + F.gelu(x, approximate="tanh") * torch.exp(-y.abs()) - F.silu(x.neg()) / 3
+
+
+@ppy.opt(4)
+def two_grains(x: torch.Tensor) -> torch.Tensor:
+    return torch.sigmoid(F.gelu(x, approximate="tanh")) * 2.0
+
+
+@ppy.opt(4)
+def shared(x: torch.Tensor) -> tuple:
+    h = x * 2.0 + 1.0
+    return h.tanh() * 3.0, h
+"""
+
+
+def gelu(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def mixed(x, y, s, k):
+    a = 1 - x
+    b = 2 / y
+    c = x**2 - s * y
+    d = torch.relu(a + b + c).sigmoid() * k
+    return d + F.gelu(x, approximate="tanh") * torch.exp(-y.abs()) - F.silu(x.neg()) / 3
+
+
+def two_grains(x):
+    return torch.sigmoid(F.gelu(x, approximate="tanh")) * 2.0
+
+
+def shared(x):
+    h = x * 2.0 + 1.0
+    return h.tanh() * 3.0, h
+
+
+@pytest.fixture(scope="module")
+def ns():
+    namespace, _ = compile_cell(SOURCE, filename="<fusion-level>")
+    return namespace
+
+
+def _inputs(n: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    bits = torch.randint(-(1 << 31), (1 << 31) - 1, (n,), generator=gen, dtype=torch.int32).view(torch.float32)
+    normal = torch.randn(n, generator=gen) * 3
+    x = torch.where(torch.rand(n, generator=gen) < 0.3, bits, normal)
+    sp = checks.special_values()
+    x[: min(n, sp.numel())] = sp[: min(n, sp.numel())]
+    return x, torch.randn(n, generator=gen)
+
+
+def _same(got, want) -> None:
+    if isinstance(want, tuple):
+        for g, w in zip(got, want, strict=True):
+            _same(g, w)
+        return
+    assert got.shape == want.shape and got.stride() == want.stride() and got.dtype == want.dtype
+    assert checks.mismatches(got, want) == 0
+
+
+LENGTHS = [1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 80] + [
+    g + d for g in (16384, 32768, 65536) for d in (-1, 0, 1, 17, 33)
+]
+
+
+@pytest.mark.parametrize("threads", (1, 2))
+def test_chains_are_eagers_bits(ns, threads):
+    gen = torch.Generator().manual_seed(threads)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for n in LENGTHS:
+            x, y = _inputs(n, gen)
+            with torch.no_grad():
+                _same(ns["gelu"](x), gelu(x))
+                _same(ns["mixed"](x, y, 0.3, 2), mixed(x, y, 0.3, 2))
+                _same(ns["two_grains"](x), two_grains(x))
+                _same(ns["shared"](x), shared(x))
+            with torch.inference_mode():
+                _same(ns["gelu"](x.reshape(1, n)), gelu(x.reshape(1, n)))
+    finally:
+        torch.set_num_threads(before)
+    assert ns["gelu"].fallbacks == 0 and ns["mixed"].fallbacks == 0
+
+
+def _aten_ops(f, *args) -> set[str]:
+    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        f(*args)
+    return {e.name for e in prof.events() if e.name.startswith("aten::")}
+
+
+def test_the_fused_pass_runs(ns):
+    """While nothing observes, a chain is one pass: none of its ops reaches the dispatcher (only empty)."""
+    x, y = _inputs(1000, torch.Generator().manual_seed(5))
+    assert not _aten_ops(ns["gelu"], x) & {"aten::mul", "aten::tanh", "aten::pow", "aten::add"}
+    assert not _aten_ops(ns["two_grains"], x) & {"aten::gelu", "aten::sigmoid", "aten::mul"}
+    # a refused call runs the ops
+    for refused in (x.double(), x.reshape(50, 20).t()):
+        ops = _aten_ops(ns["gelu"], refused)
+        assert "aten::pow" in ops and ops & {"aten::tanh", "aten::tanh_"}
+
+
+def test_refused_operands_run_op_by_op(ns):
+    gen = torch.Generator().manual_seed(7)
+    x, y = _inputs(4096, gen)
+    cases = [
+        ("non-contiguous", x.reshape(64, 64).t(), y.reshape(64, 64).t()),
+        ("broadcast", x.reshape(64, 64), y[:64]),
+        ("double", x.double(), y.double()),
+        ("0-dim", x[0], y[0]),
+    ]
+    with torch.no_grad():
+        for _name, a, b in cases:
+            _same(ns["gelu"](a), gelu(a))
+            _same(ns["mixed"](a, b, 0.3, 2), mixed(a, b, 0.3, 2))
+        _same(ns["mixed"](x, y, float("nan"), 2), mixed(x, y, float("nan"), 2))
+    # autograd recording: the ops one by one, with the graph eager builds
+    xr = x.clone().requires_grad_()
+    got, want = ns["gelu"](xr), gelu(xr)
+    _same(got.detach(), want.detach())
+    (g1,) = torch.autograd.grad(got.sum(), xr)
+    (g2,) = torch.autograd.grad(want.sum(), xr)
+    _same(g1, g2)
+
+
+def test_disagreeing_chunks_are_refused(ns):
+    """sigmoid(gelu(x)) on 2 threads at 16385..32768 elements: gelu's grain splits, sigmoid's does not."""
+    n = 32766  # gelu: two chunks of 16383, a tail of 31 in each; sigmoid: one chunk, a tail of 30 at the end
+    gen = torch.Generator().manual_seed(3)
+    # inputs where sigmoid's body and tail formulas differ on gelu's tail result: fused at gelu's chunks
+    # (which a check must refuse), those elements of the first chunk's tail would take sigmoid's tail
+    cand = torch.randn(1 << 16, generator=gen) * 4
+    g = F.gelu(torch.empty(2 * cand.numel())[::2].copy_(cand), approximate="tanh")  # strided: the tail formula
+    body, tail = torch.sigmoid(g.contiguous()), torch.sigmoid(torch.empty(2 * g.numel())[::2].copy_(g))
+    differing = cand[body.view(torch.int32) != tail.view(torch.int32)]
+    assert differing.numel() >= 31
+    x = torch.randn(n, generator=gen)
+    x[16352:16383] = differing[:31]
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with torch.no_grad():
+            _same(ns["two_grains"](x), two_grains(x))
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_explain_names_chains_and_what_stays_out(ns):
+    text = str(ppy_magic.explain(ns["mixed"]))
+    assert "compiled at level 4" in text
+    assert "run as one fused pass" in text
+    assert "ppy::fused::Sigmoid::apply" in text and "ppy::fused::Exp::block" in text
+    shared_text = str(ppy_magic.explain(ns["shared"]))
+    # h is returned: it is read twice, so `x * 2.0 + 1.0` is a chain and tanh * 3 another
+    assert shared_text.count("run as one fused pass") >= 2
+
+
+def test_an_op_outside_the_set_says_why():
+    src = """
+import torch
+import torch.nn.functional as F
+import ppy
+
+
+@ppy.opt(4)
+def f(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x * 2.0) + torch.sub(x, x, alpha=2)
+"""
+    ns, _ = compile_cell(src, filename="<fusion-level-out>")
+    text = str(ppy_magic.explain(ns["f"]))
+    assert "gelu's erf form is not in the fused set" in text
+    assert "alpha other than 1" in text
+    x = torch.randn(100)
+    with torch.no_grad():
+        _same(ns["f"](x), F.gelu(x * 2.0) + torch.sub(x, x, alpha=2))
+
+
+def test_annotate_marks_fused_lines(ns):
+    a = ppy_magic.annotate(ns["gelu"])
+    (fn,) = a.functions
+    fused = [ln for ln in fn.lines if ln.fused]
+    assert [ln.text.strip()[:6] for ln in fused] == ["return"]
+    assert "<- fused" in str(a) and "ppy-fused" in a._repr_mimebundle_()["text/html"]
