@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..decorator import MAX_LEVEL
 from ..language import ir
 from ..language.ir import Kind
 from ..language.modules import Plan
@@ -36,7 +37,6 @@ __all__ = [
 ABI_HEADER = "ppy_abi.h"
 REGION_HEADER = "ppy_region.h"
 NATIVE_HEADER = "ppy_native.h"  # included by REGION_HEADER
-MAX_LEVEL = 4  # levels.describe's
 
 
 @dataclass(frozen=True)

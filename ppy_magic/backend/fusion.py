@@ -23,7 +23,6 @@ chunks at this length and thread count.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,13 +190,11 @@ def find_chains(
         j = len(run) - 1
         while j >= 0:
             k = j
-            inside = {run[j].target.name}
             while k > 0:
                 t = run[k - 1].target
                 reads = {o.name for n in run[k : j + 1] for o in n.operands if isinstance(o, ir.Var)}
                 if uses.get(t.name, 0) == 1 and written.get(t.name, 0) == 1 and t.name in reads:
                     k -= 1
-                    inside.add(t.name)
                 else:
                     break
             if j - k >= 1:
@@ -214,7 +211,6 @@ def find_chains(
             reasons.append(f"line {s.line}: {node}")  # type: ignore[union-attr]
         flush()
     flush()
-    chains.sort(key=lambda c: id(c.nodes[0].stmt))
     return chains, reasons
 
 
@@ -228,16 +224,6 @@ def _leaves(chain: Chain) -> Chain:
             if all(v.name != o.name for v in into):
                 into.append(o)
     return chain
-
-
-def walk_blocks(stmts: tuple[ir.Stmt, ...]) -> Iterator[tuple[ir.Stmt, ...]]:
-    yield stmts
-    for s in stmts:
-        if isinstance(s, ir.If):
-            yield from walk_blocks(s.then)
-            yield from walk_blocks(s.orelse)
-        elif isinstance(s, (ir.For, ir.ForEach, ir.Loop)):
-            yield from walk_blocks(s.body)
 
 
 # ---- spelling ---------------------------------------------------------------------------------------------
