@@ -53,6 +53,16 @@ def two_grains(x: torch.Tensor) -> torch.Tensor:
 def shared(x: torch.Tensor) -> tuple:
     h = x * 2.0 + 1.0
     return h.tanh() * 3.0, h
+
+
+@ppy.opt(4)
+def biased(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x @ w + b)
+
+
+@ppy.opt(4)
+def rows(h: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    return torch.sigmoid(h + b) * 2.0 - c / (1.0 + c)
 """
 
 
@@ -75,6 +85,14 @@ def two_grains(x):
 def shared(x):
     h = x * 2.0 + 1.0
     return h.tanh() * 3.0, h
+
+
+def biased(x, w, b):
+    return torch.relu(x @ w + b)
+
+
+def rows(h, b, c):
+    return torch.sigmoid(h + b) * 2.0 - c / (1.0 + c)
 
 
 @pytest.fixture(scope="module")
@@ -164,6 +182,65 @@ def test_refused_operands_run_op_by_op(ns):
     (g1,) = torch.autograd.grad(got.sum(), xr)
     (g2,) = torch.autograd.grad(want.sum(), xr)
     _same(g1, g2)
+
+
+def _special(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
+    n = math.prod(shape)
+    return _inputs(n, gen)[0][torch.randperm(n, generator=gen)].reshape(shape)
+
+
+# (the full shape, the row's shape): rows of every length around the vector step, broadcast over one or
+# more leading dimensions, past the grain (60000 elements: two chunks on two threads), and a full operand.
+ROW_CASES = [((m, n), (n,)) for m in (1, 3, 64) for n in (1, 15, 16, 17, 33, 100)] + [
+    ((2, 3, 17), (17,)),
+    ((2, 3, 17), (1, 17)),
+    ((2, 3, 17), (3, 17)),
+    ((2, 3, 17), (1, 1, 17)),
+    ((600, 100), (100,)),
+    ((1200, 31), (31,)),
+    ((40, 40), (40, 40)),
+]
+
+
+@pytest.mark.parametrize("threads", (1, 2))
+def test_row_operands_are_eagers_bits(ns, threads):
+    """A bias row broadcast into add (and a value made from rows alone, into sub), fused: eager's bits."""
+    gen = torch.Generator().manual_seed(11 + threads)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.no_grad():
+            for full, row in ROW_CASES:
+                h, b, c = _special(full, gen), _special(row, gen), _special(row, gen)
+                _same(ns["rows"](h, b, c), rows(h, b, c))
+                x, w = torch.randn(full[:-1] + (8,), generator=gen), torch.randn(8, full[-1], generator=gen)
+                _same(ns["biased"](x, w, b), biased(x, w, b))
+    finally:
+        torch.set_num_threads(before)
+    assert ns["rows"].fallbacks == 0 and ns["biased"].fallbacks == 0
+
+
+def test_row_operands_fuse_and_others_run_op_by_op(ns):
+    gen = torch.Generator().manual_seed(13)
+    x, w, b = torch.randn(8, 32, generator=gen), torch.randn(32, 32, generator=gen), torch.randn(32, generator=gen)
+    assert not _aten_ops(ns["biased"], x, w, b) & {"aten::add", "aten::add_", "aten::relu", "aten::relu_"}
+    h, c = torch.randn(8, 32, generator=gen), torch.randn(32, generator=gen)
+    assert not _aten_ops(ns["rows"], h, b, c) & {"aten::add", "aten::sigmoid", "aten::div", "aten::sub"}
+    refused = [
+        (h, torch.randn(8, 1, generator=gen), c[:1]),  # a column
+        (h[0], torch.randn(8, 32, generator=gen), c),  # the row is the wider one
+        (h.expand(4, 8, 32).contiguous(), torch.randn(4, 1, 32, generator=gen), c),  # broadcast in the middle
+        (h, b, c[:16]),  # a length that does not broadcast: eager raises, so must the region
+    ]
+    with torch.no_grad():
+        for args in refused[:3]:
+            assert _aten_ops(ns["rows"], *args) & {"aten::sigmoid", "aten::sigmoid_"}
+            _same(ns["rows"](*args), rows(*args))
+        with pytest.raises(RuntimeError, match="must match the size"):
+            ns["rows"](*refused[3])
+    # sigmoid(h + b): h is taken to have the chain's shape, so b is the row (not h)
+    text = str(ppy_magic.explain(ns["rows"]))
+    assert "row_fits(ppy_in1" in text and "row_fits(ppy_in0" not in text
 
 
 def test_disagreeing_chunks_are_refused(ns):

@@ -14,10 +14,17 @@ set, where every value but the last is a temporary read once, by a later op of
 the chain (so nothing else can see it); the last one's target is the chain's
 result. Its leaves are tensors and Python numbers. Per call: every tensor is a
 defined, contiguous, strided float32 CPU tensor of at least one dimension, with
-no other dispatch key, all of one shape, none recorded by autograd;
-a Python float is not NaN; eager's kernels run AVX512; and the ops whose body and
-tail round differently (``kPositionDependent``) split the elements into the same
-chunks at this length and thread count.
+no other dispatch key, none recorded by autograd, all of one shape except the
+*row* operands (below); a Python float is not NaN; eager's kernels run AVX512;
+and the ops whose body and tail round differently (``kPositionDependent``) split
+the elements into the same chunks at this length and thread count.
+
+A row operand (a bias) may have the chain's trailing sizes only, broadcast over
+its leading ones: eager's op then loops row by row, whose tails fall elsewhere,
+so a leaf may be one only where no op whose element depends on its position (nor
+an MKL block op) reads it or a value made from row operands alone. The op's
+other elements are the same wherever they are computed, so the fused pass reads
+the row at each position's offset within it.
 """
 
 from __future__ import annotations
@@ -78,7 +85,8 @@ _POWERS = {2: FusedOp("Square", False), 3: FusedOp("Cube", False)}
 
 FUSED_SET = (
     "add, sub, rsub with alpha 1; mul; true div; neg, abs, relu, reciprocal, sigmoid, silu, exp, tanh; "
-    "gelu(approximate='tanh'); pow(x, 2), pow(x, 3): float32 tensors of one shape and Python numbers"
+    "gelu(approximate='tanh'); pow(x, 2), pow(x, 3): float32 tensors of one shape and Python numbers; "
+    "a row (a bias of the last dimensions) broadcast into add, sub, div and the position-free ops after them"
 )
 
 
@@ -105,6 +113,7 @@ class Chain:
     name: str = ""  # its C++ function, set when spelled
     tensors: list[ir.Var] = field(default_factory=list)  # tensor leaves, first use first
     numbers: list[ir.Var] = field(default_factory=list)  # Python-number leaves
+    rows: set[str] = field(default_factory=set)  # tensor leaves that may be row operands
 
     @property
     def root(self) -> Node:
@@ -223,7 +232,46 @@ def _leaves(chain: Chain) -> Chain:
             into = chain.tensors if o.kind == Kind.TENSOR else chain.numbers
             if all(v.name != o.name for v in into):
                 into.append(o)
+    chain.rows = _row_leaves(chain)
     return chain
+
+
+def _row_leaves(chain: Chain) -> set[str]:
+    """The tensor leaves that may be broadcast rows: every op reading a value that may then be smaller
+    than the chain's shape (a row, or made from rows alone) computes each element where it lies.
+
+    Where a position-dependent op reads a value made from leaves that could each be a row, the first of
+    them (in the order the chain reads them) is taken to have the chain's shape: `sigmoid(h + b)`
+    fuses with `b` a row, `sigmoid(b + h)` only where both have one shape.
+    """
+    by_target = {n.target.name: n for n in chain.nodes}
+    order = [v.name for v in chain.tensors]
+    rows = set(order)
+
+    def small(name: str) -> bool:  # may be smaller than the chain's shape at some call
+        node = by_target.get(name)
+        if node is None:
+            return name in rows
+        return all(small(o.name) for o in node.operands if isinstance(o, ir.Var) and o.kind == Kind.TENSOR)
+
+    def leaves_under(name: str) -> set[str]:
+        node = by_target.get(name)
+        if node is None:
+            return {name}
+        return {leaf for o in node.operands if isinstance(o, ir.Var) for leaf in leaves_under(o.name)}
+
+    changed = True
+    while changed:
+        changed = False
+        for n in chain.nodes:
+            if not (n.op.position_dependent or n.op.block):
+                continue
+            for o in n.operands:
+                if isinstance(o, ir.Var) and o.kind == Kind.TENSOR and small(o.name):
+                    under = leaves_under(o.name)
+                    rows.discard(next(name for name in order if name in under))
+                    changed = True
+    return rows
 
 
 # ---- spelling ---------------------------------------------------------------------------------------------
@@ -242,24 +290,40 @@ def chain_cpp(chain: Chain, name: str) -> list[str]:
     number_index = {v.name: i for i, v in enumerate(chain.numbers)}
     out = [f"// {chain.describe()}"]
     out.append(f"static at::Tensor {name}({', '.join(params)}) {{")
-    ins = ", ".join(f"ppy_in{i}" for i in range(len(chain.tensors)))
-    out.append(f"  if (!ppy::fused::capability_matches() || !ppy::fused::operands_fit({ins})) return at::Tensor();")
+    rows = [i for i, v in enumerate(chain.tensors) if v.name in chain.rows]
+    full = [i for i in range(len(chain.tensors)) if i not in rows]
+    out.append("  if (!ppy::fused::capability_matches()) return at::Tensor();")
+    if rows:  # the chain's shape: a leaf that is never a row, else the widest
+        widest = ", ".join(f"&ppy_in{i}" for i in rows)
+        lead = f"ppy_in{full[0]}" if full else f"ppy::fused::widest({{{widest}}})"
+        out.append(f"  const at::Tensor& ppy_lead = {lead};")
+    else:
+        out.append("  const at::Tensor& ppy_lead = ppy_in0;")
+    same = ", ".join(["ppy_lead", *(f"ppy_in{i}" for i in full)])
+    out.append(f"  if (!ppy::fused::operands_fit({same})) return at::Tensor();")
+    for i in rows:
+        out.append(f"  if (!ppy::fused::row_fits(ppy_in{i}, ppy_lead.sizes())) return at::Tensor();")
     for i, v in enumerate(chain.numbers):
         if v.kind == Kind.FLOAT:
             out.append(f"  if (std::isnan(ppy_num{i})) return at::Tensor();")
-    out.append("  const int64_t n = ppy_in0.numel();")
+    out.append("  const int64_t n = ppy_lead.numel();")
     dependent = [nd.op for nd in chain.nodes if nd.op.position_dependent]
     grains = list(dict.fromkeys(f"ppy::fused::grain_of<ppy::fused::{op.struct}>(n)" for op in dependent))
     out.append(f"  const int64_t grain = {grains[0] if grains else 'at::internal::GRAIN_SIZE'};")
     for g in grains[1:]:
         out.append(f"  if (!ppy::fused::same_chunks(n, grain, {g})) return at::Tensor();")
-    out.append("  at::Tensor ppy_result = at::empty(ppy_in0.sizes(), ppy_in0.options());")
+    out.append("  at::Tensor ppy_result = at::empty(ppy_lead.sizes(), ppy_lead.options());")
     out.append("  float* o = ppy_result.data_ptr<float>();")
     for i in range(len(chain.tensors)):
         out.append(f"  const float* p{i} = ppy_in{i}.const_data_ptr<float>();")
+    for i in rows:
+        out.append(f"  const int64_t period{i} = ppy_in{i}.numel();")
     for i in range(len(chain.numbers)):
         out.append(f"  const ppy::fused::Bcast b{i}{{static_cast<float>(ppy_num{i})}};")
     out.append("  ppy::fused::for_each_block(n, grain, ppy::fused::kVecStep, [&](int64_t i, int64_t nv, int64_t nt) {")
+    for i in rows:  # a row operand's elements at this block's positions, repeated where it is broadcast
+        out.append(f"    alignas(64) float r{i}[ppy::fused::kBlock];")
+        out.append(f"    const float* q{i} = ppy::fused::row_at(r{i}, p{i}, period{i}, n, i, nv + nt);")
     out += ["    " + line for line in _passes(chain, tensor_index, number_index)]
     out.append("  });")
     out.append("  return ppy_result;")
@@ -289,7 +353,9 @@ def _passes(chain: Chain, tensor_index: dict[str, int], number_index: dict[str, 
         """The lambda's parameter for a leaf (adding it to `args`), or a constant."""
         if isinstance(o, Number):
             return f"T({_float_literal(o.value)})"
-        if o.name in tensor_index:
+        if o.name in chain.rows:
+            src = f"q{tensor_index[o.name]}"
+        elif o.name in tensor_index:
             src = f"p{tensor_index[o.name]} + i"
         elif o.name in number_index:
             src = f"b{number_index[o.name]}"

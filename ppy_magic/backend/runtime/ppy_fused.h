@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 
@@ -442,6 +443,53 @@ inline bool operand_fits(const at::Tensor& t) {
 template <class... T>
 inline bool operands_fit(const at::Tensor& first, const T&... rest) {
   return operand_fits(first) && ((operand_fits(rest) && rest.sizes() == first.sizes()) && ...);
+}
+
+// A row operand: an operand that fits, with `full`'s trailing sizes after leading ones of size 1 (a
+// bias of the chain's last dimensions), or `full` itself. Eager broadcasts it over the leading sizes.
+inline bool row_fits(const at::Tensor& t, at::IntArrayRef full) {
+  if (!operand_fits(t) || t.dim() > static_cast<int64_t>(full.size())) {
+    return false;
+  }
+  const auto sizes = t.sizes();
+  const int64_t offset = static_cast<int64_t>(full.size()) - t.dim();
+  int64_t d = 0;
+  while (d < t.dim() && sizes[d] == 1 && full[offset + d] != 1) {
+    ++d;  // a leading dimension the row is broadcast over
+  }
+  for (; d < t.dim(); ++d) {
+    if (sizes[d] != full[offset + d]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Of candidate operands that are all rows of one another, the one with the chain's shape: the most elements.
+inline const at::Tensor& widest(std::initializer_list<const at::Tensor*> ts) {
+  const at::Tensor* best = *ts.begin();
+  for (const at::Tensor* t : ts) {
+    if (t->defined() && (!best->defined() || t->numel() > best->numel())) {
+      best = t;
+    }
+  }
+  return *best;
+}
+
+// A row operand's elements at positions [begin, begin + len) of the n the chain computes: its own
+// data where it has all n, else the row repeated, copied into buf (len <= kBlock).
+inline const float* row_at(float* buf, const float* row, int64_t period, int64_t n, int64_t begin, int64_t len) {
+  if (period == n) {
+    return row + begin;
+  }
+  int64_t at = begin % period;
+  for (int64_t k = 0; k < len;) {
+    const int64_t take = std::min(len - k, period - at);
+    std::copy(row + at, row + at + take, buf + k);
+    k += take;
+    at = 0;
+  }
+  return buf;
 }
 
 // ---- The loop -------------------------------------------------------------------------------------
