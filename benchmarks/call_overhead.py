@@ -23,9 +23,12 @@ printed are the median per-call times and the median ratio with its spread
 (lowest..highest round). Targets (no grad, level 3 / eager): seed layer ≤ 0.60,
 GELU 8×32 ≤ 0.50, GELU 1024×1024 ≤ 0.85, GRU ≤ 0.6, the model ≤ 0.6; with
 autograd recording, level 3 no slower than level 1. ``--compile`` adds
-torch.compile of the seed layer and of the model.
+torch.compile of the seed layer, the GELUs and the model. ``--threads 2`` runs
+everything with two PyTorch threads, on the wall clock (the calling thread's CPU
+time would leave out the second thread's work).
 
     python -m benchmarks.call_overhead [-r ROUNDS] [--scale S] [--only NAME] [--clock cpu|wall] [--compile]
+                                       [--threads N]
     python -m benchmarks.call_overhead --variants    # variants built at calls: guard cost, first-call latency
     python -m benchmarks.call_overhead --breaks      # one Python statement in a region: its cost (break_cost.py)
 
@@ -389,8 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-grad-only", action="store_true", help="leave out the autograd-recording runs")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu", help="thread CPU time (default) or wall time")
     parser.add_argument(
-        "--compile", action="store_true", help="add torch.compile of the seed layer and the model (slow to build)"
+        "--compile",
+        action="store_true",
+        help="add torch.compile of the seed layer, the GELUs and the model (slow to build)",
     )
+    parser.add_argument("--threads", type=int, default=1, help="PyTorch threads (default 1; more: wall clock)")
     parser.add_argument(
         "--variants",
         action="store_true",
@@ -401,7 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
+    if args.threads > 1 and args.clock == "cpu":
+        args.clock = "wall"  # thread_time counts the calling thread alone
     if args.breaks:
         from benchmarks.break_cost import measure_breaks
 
@@ -412,14 +420,15 @@ def main(argv: list[str] | None = None) -> int:
     ns = build_regions() if any(c.function != "gpt" for c in cases) else {}
     models = gpt_models() if any(c.function == "gpt" for c in cases) else {}
     print(
-        f"torch {torch.__version__} · 1 thread · {args.clock} time · variants interleaved round by round in one process"
+        f"torch {torch.__version__} · {args.threads} thread{'s' if args.threads > 1 else ''} · {args.clock} time · "
+        "variants interleaved round by round in one process"
     )
     broken = False
     for case in cases:
         variants = variants_of(case, ns, models)
         for grad in (False,) if args.no_grad_only else (False, True):
             compiled = None
-            if args.compile and case.function in ("layer", "gpt") and not grad:
+            if args.compile and case.function in ("layer", "gelu", "gpt") and not grad:
                 compiled = torch.compile(variants["eager"])
             times, bad = measure_case(case, variants, grad, args.repeat, args.scale, compiled, CLOCKS[args.clock])
             broken |= bad

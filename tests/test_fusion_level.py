@@ -63,6 +63,20 @@ def biased(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 @ppy.opt(4)
 def rows(h: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(h + b) * 2.0 - c / (1.0 + c)
+
+
+@ppy.opt(4)
+def select(x: torch.Tensor, y: torch.Tensor, t: float) -> torch.Tensor:
+    a = torch.where(x > 0, x, y * 0.01)
+    b = torch.where(x <= y, 1.0, a)
+    c = torch.where(a != t, b, 2)
+    return torch.where(y >= x, c, -c) + torch.where(x == y, y, x) * torch.where(x < t, 0.5, c)
+
+
+@ppy.opt(4)
+def masks(x: torch.Tensor, y: torch.Tensor) -> tuple:
+    m = (x > y) * 2.0
+    return m + 1.0, torch.where(x > 0, 1.0, 2.0) + x
 """
 
 
@@ -93,6 +107,18 @@ def biased(x, w, b):
 
 def rows(h, b, c):
     return torch.sigmoid(h + b) * 2.0 - c / (1.0 + c)
+
+
+def select(x, y, t):
+    a = torch.where(x > 0, x, y * 0.01)
+    b = torch.where(x <= y, 1.0, a)
+    c = torch.where(a != t, b, 2)
+    return torch.where(y >= x, c, -c) + torch.where(x == y, y, x) * torch.where(x < t, 0.5, c)
+
+
+def masks(x, y):
+    m = (x > y) * 2.0
+    return m + 1.0, torch.where(x > 0, 1.0, 2.0) + x
 
 
 @pytest.fixture(scope="module")
@@ -241,6 +267,35 @@ def test_row_operands_fuse_and_others_run_op_by_op(ns):
     # sigmoid(h + b): h is taken to have the chain's shape, so b is the row (not h)
     text = str(ppy_magic.explain(ns["rows"]))
     assert "row_fits(ppy_in1" in text and "row_fits(ppy_in0" not in text
+
+
+@pytest.mark.parametrize("threads", (1, 2))
+def test_comparisons_and_where_are_eagers_bits(ns, threads):
+    """Comparisons as where's condition: NaN, ±0, ±inf and equal pairs on both sides, numbers too."""
+    gen = torch.Generator().manual_seed(21 + threads)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.no_grad():
+            for n in LENGTHS:
+                x, y = _inputs(n, gen)
+                y[: n // 2] = y[: n // 2].flip(0)
+                y[::3] = x[::3]  # equal pairs, NaN pairs among them
+                for t in (0.5, -0.0, math.inf):
+                    _same(ns["select"](x, y, t), select(x, y, t))
+                _same(ns["masks"](x, y), masks(x, y))
+    finally:
+        torch.set_num_threads(before)
+    assert ns["select"].fallbacks == 0
+
+
+def test_comparisons_fuse_only_into_a_where(ns):
+    x, y = _inputs(1000, torch.Generator().manual_seed(23))
+    ops = _aten_ops(ns["select"], x, y, 0.5)
+    assert not ops & {"aten::gt", "aten::le", "aten::ne", "aten::ge", "aten::eq", "aten::lt", "aten::where"}
+    text = str(ppy_magic.explain(ns["masks"]))
+    assert "a where of two numbers has the default dtype" in text
+    assert "ppy::fused::Gt" not in text  # (x > y) * 2.0 is a bool tensor times a number: not a condition
 
 
 def test_disagreeing_chunks_are_refused(ns):

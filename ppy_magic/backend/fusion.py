@@ -65,6 +65,7 @@ class FusedOp:
     struct: str  # ppy::fused::<struct>
     position_dependent: bool  # its float32 body and tail round differently
     block: bool = False  # computed by MKL over a block (exp, tanh of float)
+    condition: bool = False  # a comparison: its value is a where's condition, a lane mask in the pass
 
 
 _ADD, _SUB = FusedOp("Add", False), FusedOp("Sub", False)
@@ -81,12 +82,16 @@ _UNARY = {
     "tanh": FusedOp("Tanh", False, block=True),
 }
 _GELU_TANH = FusedOp("GeluTanh", True)
+# Comparisons (a > b in both of eager's forms: exact) and where (a selection: bits copied).
+_COMPARE = {name: FusedOp(name.capitalize(), False, condition=True) for name in ("eq", "ne", "lt", "le", "gt", "ge")}
+_WHERE = FusedOp("Where", False)
 _POWERS = {2: FusedOp("Square", False), 3: FusedOp("Cube", False)}
 
 FUSED_SET = (
     "add, sub, rsub with alpha 1; mul; true div; neg, abs, relu, reciprocal, sigmoid, silu, exp, tanh; "
     "gelu(approximate='tanh'); pow(x, 2), pow(x, 3): float32 tensors of one shape and Python numbers; "
-    "a row (a bias of the last dimensions) broadcast into add, sub, div and the position-free ops after them"
+    "a row (a bias of the last dimensions) broadcast into add, sub, div and the position-free ops after them; "
+    "eq, ne, lt, le, gt, ge as the condition of a where of float32 tensors and numbers"
 )
 
 
@@ -137,8 +142,8 @@ def _operand(a: Any) -> Any | str:
     """A chain operand for `a`, or why it cannot be one."""
     if isinstance(a, ir.Var) and a.kind == Kind.TENSOR:
         return a
-    if isinstance(a, ir.WrapNumber):
-        v = a.value
+    if isinstance(a, (ir.WrapNumber, ir.Const, ir.Var)):  # a wrapped number, or a Scalar argument
+        v = a.value if isinstance(a, ir.WrapNumber) else a
         if isinstance(v, ir.Const) and v.kind in (Kind.INT, Kind.FLOAT, Kind.BOOL):
             if v.kind == Kind.FLOAT and math.isnan(v.value):
                 return "a NaN number (eager's tail for it was not measured)"
@@ -171,6 +176,12 @@ def node_of(s: ir.Stmt) -> Node | str | None:
         if not (isinstance(args[1], ir.Const) and args[1].value == "tanh"):
             return "gelu's erf form is not in the fused set (only approximate='tanh')"
         op, raw = _GELU_TANH, (args[0],)
+    elif name in _COMPARE and overload in ("Tensor", "Scalar") and len(args) == 2:
+        op, raw = _COMPARE[name], tuple(args)
+    elif name == "where" and overload in ("self", "ScalarSelf", "ScalarOther") and len(args) == 3:
+        op, raw = _WHERE, tuple(args)
+    elif name == "where" and overload == "Scalar":
+        return "a where of two numbers has the default dtype, which may change: not in the fused set"
     elif name == "pow" and overload == "Tensor_Scalar" and len(args) == 2:
         e = args[1]
         if not (isinstance(e, ir.Const) and e.kind in (Kind.INT, Kind.FLOAT) and e.value in _POWERS):
@@ -206,6 +217,11 @@ def find_chains(
                     k -= 1
                 else:
                     break
+            while j >= k and (bad := _last_misplaced(run[k : j + 1])) is not None:
+                if k + bad == j:
+                    j -= 1  # the chain ends before it
+                else:
+                    k += bad + 1  # the chain starts after it
             if j - k >= 1:
                 chains.append(_leaves(Chain(run[k : j + 1])))
             j = k - 1
@@ -221,6 +237,28 @@ def find_chains(
         flush()
     flush()
     return chains, reasons
+
+
+def _last_misplaced(nodes: list[Node]) -> int | None:
+    """The last node that cannot be in a chain of exactly `nodes`: a comparison that is not a where's
+    condition there (the chain computes float32 alone), or a where whose condition is not one of them."""
+    made = {n.target.name: n for n in nodes}
+    bad = None
+    for i, n in enumerate(nodes):
+        if n.op.condition:
+            reads = [
+                (m.op, at)
+                for m in nodes
+                for at, o in enumerate(m.operands)
+                if isinstance(o, ir.Var) and o.name == n.target.name
+            ]
+            if i == len(nodes) - 1 or any(op is not _WHERE or at != 0 for op, at in reads):
+                bad = i
+        elif n.op is _WHERE:
+            cond = n.operands[0]
+            if not (isinstance(cond, ir.Var) and cond.name in made and made[cond.name].op.condition):
+                bad = i
+    return bad
 
 
 def _leaves(chain: Chain) -> Chain:

@@ -27,6 +27,7 @@
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/bit_cast.h>
 
 #include <algorithm>
 #include <cmath>
@@ -382,6 +383,49 @@ struct GeluTanh {
       return detail::through_float(a, [](VecF v) { return vec(v); });
     } else {
       return T(scalar(static_cast<float>(a)));
+    }
+  }
+};
+
+// Comparisons and where. eager's comparison kernels with a bool result (BinaryOpsKernel.cpp) are
+// scalar `a > b` (and ==, !=, <, <=, >=) over the operands in their common dtype; where_kernel
+// (TensorCompare.cpp) is `cond ? a : b`. Both exact, so position-free. In a chain the condition is a
+// lane mask, as at::vec's comparison operators give it (all bits set where true; their predicates are
+// C's: ordered and quiet, != unordered), and an element a float with the same bits; where selects with
+// blendv, copying the chosen operand's bits. A condition is only ever read by a where.
+namespace detail {
+inline float lane_mask(bool c) {
+  return c ? c10::bit_cast<float>(~uint32_t(0)) : 0.f;
+}
+inline bool lane_true(float m) {
+  return c10::bit_cast<uint32_t>(m) != 0;
+}
+}  // namespace detail
+#define PPY_FUSED_COMPARE(Name, op)                                             \
+  struct Name {                                                                 \
+    static constexpr bool kPositionDependent = false;                           \
+    static VecF vec(VecF a, VecF b) { return a op b; }                          \
+    static float scalar(float a, float b) { return detail::lane_mask(a op b); } \
+    PPY_FUSED_APPLY2                                                            \
+  };
+PPY_FUSED_COMPARE(Eq, ==)
+PPY_FUSED_COMPARE(Ne, !=)
+PPY_FUSED_COMPARE(Lt, <)
+PPY_FUSED_COMPARE(Le, <=)
+PPY_FUSED_COMPARE(Gt, >)
+PPY_FUSED_COMPARE(Ge, >=)
+#undef PPY_FUSED_COMPARE
+struct Where {
+  static constexpr bool kPositionDependent = false;
+  static VecF vec(VecF cond, VecF a, VecF b) { return VecF::blendv(b, a, cond); }
+  static float scalar(float cond, float a, float b) { return detail::lane_true(cond) ? a : b; }
+  template <class T>
+  static T apply(T cond, T a, T b) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, VecF>, "float32 only");
+    if constexpr (std::is_same_v<T, float>) {
+      return scalar(cond, a, b);
+    } else {
+      return vec(cond, a, b);
     }
   }
 };
