@@ -82,6 +82,14 @@ static void binary_into(float* o, int64_t n, A a, B b) {
   fz::run_op<Op>(o, n, a, b);
 }
 
+// where(a cmp b, a, b): a comparison as a where's condition, as a chain computes it.
+template <class Cmp>
+struct WhereOf {
+  static constexpr bool kPositionDependent = false;
+  template <class T>
+  static T apply(T a, T b) { return fz::Where::apply(Cmp::apply(a, b), a, b); }
+};
+
 // The order of BINARY in fusion.py; `scalar` (with `scalar_first`) makes one operand a Python number.
 at::Tensor binary(int64_t op, const at::Tensor& a, const at::Tensor& b, c10::optional<double> scalar,
                   bool scalar_first) {
@@ -104,7 +112,13 @@ at::Tensor binary(int64_t op, const at::Tensor& a, const at::Tensor& b, c10::opt
     case 1: go(fz::Sub{}); break;
     case 2: go(fz::Mul{}); break;
     case 3: go(fz::Div{}); break;
-    case 4: {
+    case 4: go(WhereOf<fz::Eq>{}); break;
+    case 5: go(WhereOf<fz::Ne>{}); break;
+    case 6: go(WhereOf<fz::Lt>{}); break;
+    case 7: go(WhereOf<fz::Le>{}); break;
+    case 8: go(WhereOf<fz::Gt>{}); break;
+    case 9: go(WhereOf<fz::Ge>{}); break;
+    case 100: {
       // number / tensor as eager computes it: reciprocal(x) * number.
       const float k = static_cast<float>(*scalar);
       const float* pa = a.data_ptr<float>();
@@ -263,18 +277,23 @@ UNARY: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 # Unary ops fused for float32 only (their reduced-precision kernels round differently).
 FLOAT_ONLY = ("square", "cube")
-BINARY: dict[str, Callable] = {
-    "add": torch.add,
-    "sub": torch.sub,
-    "mul": torch.mul,
-    "div": torch.div,
-}
 BINARY_PYTHON = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
     "mul": lambda a, b: a * b,
     "div": lambda a, b: a / b,
+    "where(a == b, a, b)": lambda a, b: torch.where(a == b, a, b),
+    "where(a != b, a, b)": lambda a, b: torch.where(a != b, a, b),
+    "where(a < b, a, b)": lambda a, b: torch.where(a < b, a, b),
+    "where(a <= b, a, b)": lambda a, b: torch.where(a <= b, a, b),
+    "where(a > b, a, b)": lambda a, b: torch.where(a > b, a, b),
+    "where(a >= b, a, b)": lambda a, b: torch.where(a >= b, a, b),
 }
+# name -> eager form; the index is the extension's binary op number.
+BINARY: dict[str, Callable] = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div} | {
+    name: fn for name, fn in BINARY_PYTHON.items() if name.startswith("where")
+}
+DIV_NUMBER_FIRST = 100  # number / tensor: reciprocal(x) * number, as eager computes it
 
 
 def _gelu_tanh_chain(x, y):
@@ -404,8 +423,8 @@ def _check_one_length(ext, x: torch.Tensor, y: torch.Tensor, threads: int, tally
         for s in PYTHON_SCALARS[: 3 if n > 80 else None]:
             got = ext.binary(k, x, x, s, False)
             tally.add(f"{name} tensor-number ({threads}t)", n, mismatches(got, op(x, s)))
-            # number / tensor is reciprocal(x) * number in eager: the extension's op 4.
-            got = ext.binary(4 if name == "div" else k, x, x, s, True)
+            # number / tensor is reciprocal(x) * number in eager: the extension's DIV_NUMBER_FIRST.
+            got = ext.binary(DIV_NUMBER_FIRST if name == "div" else k, x, x, s, True)
             tally.add(f"{name} number-tensor ({threads}t)", n, mismatches(got, op(s, x)))
     for k, (name, fn) in enumerate(CHAINS.items()):
         got = ext.chain(k, x, y, False)
