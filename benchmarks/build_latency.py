@@ -169,7 +169,7 @@ def main() -> None:
     first, report = compile_cell(first_source, "<cell-1>", cache)
     first_spawned, first_cpu = len(spawned) - mark, children_cpu() - cpu0
     pre = cache.prelude().status()
-    runtime_s = ninja_seconds(cache.build_dir(backend.cache.runtime_name()))
+    runtime_s = ninja_seconds(cache.build_dir(backend.module_keys.runtime_name()))
     cell_s = ninja_seconds(cache.build_dir(report.module_name))
     print(
         f"\n1. first cell, empty cache:        {first:7.2f} s  ({report.build_source}; {first_spawned} processes "

@@ -347,7 +347,7 @@ BREAKAGES = {
 @pytest.mark.parametrize("what", sorted(BREAKAGES))
 def test_a_broken_artifact_warns_once_and_runs_python(artifact_copy, monkeypatch, what):
     BREAKAGES[what](artifact_copy, manifest_of(artifact_copy))
-    monkeypatch.setattr(backend.cache, "_runtime", None)  # so the artifact's own runtime file is checked too
+    monkeypatch.setattr(backend.runtime_module, "_runtime", None)  # so the artifact's own runtime file is checked too
     ns, warned = load_in_process(artifact_copy, monkeypatch, forbid_imports=True)
     assert len(warned) == 1, [str(w.message) for w in warned]
     assert "was not loaded" in str(warned[0].message)

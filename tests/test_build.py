@@ -168,10 +168,10 @@ def test_a_cell_starts_with_the_prelude_and_its_identity_is_in_the_key(monkeypat
     # Comments do not change the binary, so not the key (a new kernel names the cell's file differently).
     renamed = report.cpp.replace("one cell.", "one cell (/tmp/ipykernel_4242/1234.py).", 1)
     assert renamed != report.cpp and backend.module_name("ppy_cell", renamed) == report.module_name
-    runtime = backend.cache.runtime_name()
-    monkeypatch.setattr(backend.cache, "prelude_identity", lambda: "another prelude")
+    runtime = backend.module_keys.runtime_name()
+    monkeypatch.setattr(backend.module_keys, "prelude_identity", lambda: "another prelude")
     assert backend.module_name("ppy_cell", report.cpp) != report.module_name
-    assert backend.cache.runtime_name() == runtime  # the runtime does not include the prelude
+    assert backend.module_keys.runtime_name() == runtime  # the runtime does not include the prelude
 
 
 def test_the_cell_build_really_uses_the_precompiled_prelude(cache_dir):
@@ -238,7 +238,7 @@ def test_a_pch_is_renamed_into_place_and_a_killed_build_leaves_nothing_gcc_would
 def test_comments_are_left_out_of_the_key_but_strings_are_not():
     code = 'int a = 1; // a comment\nconst char* s = "not // a comment"; /* block */ char c = \'"\';\n'
     assert (
-        backend.cache.code_without_comments(code)
+        backend.module_keys.code_without_comments(code)
         == 'int a = 1; \nconst char* s = "not // a comment";   char c = \'"\';\n'
     )
 

@@ -208,7 +208,7 @@ def _mirror(cache_dir: str, target: str) -> str:
 
 def test_a_full_disk_while_publishing_keeps_the_region_and_leaves_no_partial_file(warm, tmp_path):
     lib = os.path.join(warm, "lib")
-    runtime = os.path.join(lib, backend.cache.runtime_name() + SUFFIX)
+    runtime = os.path.join(lib, backend.module_keys.runtime_name() + SUFFIX)
     # lib/ becomes a 2 MB tmpfs holding the runtime and a filler that leaves 8 KB: the cell compiles
     # (build/ is untouched) but its .so cannot be copied into place.
     setup = f"""
@@ -384,7 +384,7 @@ def test_a_hostile_cache_is_not_loaded_from_and_the_note_says_why(warm, tmp_path
     cache_root = hostile / "cache"
     (cache_root / "lib").mkdir(parents=True)
     os.chmod(cache_root, 0o700)
-    runtime = backend.cache.runtime_name()
+    runtime = backend.module_keys.runtime_name()
     for f in (runtime + SUFFIX, runtime + SUFFIX + ".json"):  # a valid module with a valid manifest
         shutil.copy(os.path.join(warm, "lib", f), cache_root / "lib")
     cache = backend.Cache(str(cache_root))

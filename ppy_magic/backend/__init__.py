@@ -1,9 +1,10 @@
 """The backend: IR -> C++ -> a loaded extension. The only package that writes C++.
 
 ``codegen`` turns the front end's ``ir.Function``s into one translation unit
-(text + line map + one ``RegionSpec`` per region); ``cache`` names it by a
-sha256 of everything that affects the binary and returns the module from
-memory, from disk, or from a build; ``toolchain`` says what is installed;
+(text + line map + one ``RegionSpec`` per region); ``cache`` returns the module
+from memory, from disk, or from a build, named by ``module_keys`` (a sha256
+of everything that affects the binary); ``runtime_module`` loads the one
+runtime a process shares; ``toolchain`` says what is installed;
 ``diagnostics`` maps compiler errors back to Python lines; ``safety``,
 ``disk`` and ``eviction`` keep the cache directory trustworthy, its files
 consistent and its size bounded; ``runtime/`` is the
@@ -14,22 +15,11 @@ interface the rest of the package (the pipeline, artifacts, the magics) uses.
 from __future__ import annotations
 
 from . import shipped
-from .cache import (
-    BuildResult,
-    Cache,
-    WarmupReport,
-    adopt_runtime,
-    default_cache_dir,
-    import_extension,
-    load_runtime,
-    loaded_runtime,
-    module_name,
-    recorded_sha256,
-    shared_cache,
-    warmup,
-)
+from .cache import BuildResult, Cache, default_cache_dir, import_extension, recorded_sha256, shared_cache
 from .codegen import CellCode, RegionSpec, cpp_by_line, generate
 from .diagnostics import located_errors
+from .module_keys import module_name
+from .runtime_module import WarmupReport, adopt_runtime, load_runtime, loaded_runtime, warmup
 from .toolchain import (
     CELL_CFLAGS,
     CFLAGS,

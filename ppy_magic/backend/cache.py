@@ -20,9 +20,7 @@ under its size limit (``eviction``).
 from __future__ import annotations
 
 import atexit
-import concurrent.futures
 import contextlib
-import glob
 import hashlib
 import importlib.util
 import json
@@ -40,17 +38,16 @@ from . import eviction, fusion, prelude, safety, shipped
 from .diagnostics import first_error
 from .disk import SUBDIRS, make_private_dir, try_flock, verify_manifest
 from .disk import flock as _flock
+from .module_keys import code_without_comments
 from .safety import CacheWriteError
 from .toolchain import (
     CELL_CFLAGS,
     CFLAGS,
     EXT_SUFFIX,
     RUNTIME_DIR,
-    build_jobs,
     compiler_name,
     ninja_on_path,
     prelude_identity,
-    read_text,
     toolchain_key,
     toolchain_ready,
 )
@@ -64,53 +61,6 @@ def default_cache_dir() -> str:
         return os.path.abspath(os.path.expanduser(env))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "ppy_magic")
-
-
-def module_name(prefix: str, text: str) -> str:
-    """The module's name: a sha256 of the toolchain, the prelude it includes, and its code.
-
-    Comments are left out of the key: they do not change the binary, and the
-    generated ones name the cell's file, which a new kernel names differently.
-    """
-    key = toolchain_key()
-    if prelude.INCLUDE_LINE in text:
-        key += "\nprelude " + prelude_identity()
-    if fusion.INCLUDE_LINE in text:  # its flags, eager's capability and the formulas it restates
-        key += f"\nfused {' '.join(fusion.CFLAGS)} {fusion.capability()}\n" + read_text(
-            os.path.join(RUNTIME_DIR, fusion.HEADER)
-        )
-    digest = hashlib.sha256((key + "\n--\n" + code_without_comments(text)).encode()).hexdigest()
-    return f"{prefix}_{digest[:24]}"
-
-
-def code_without_comments(text: str) -> str:
-    """C++ `text` with its comments removed; string and character literals kept as they are."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c in "\"'":
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i : j + 1])
-            i = j + 1
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            out.append(" ")
-            i = n if j < 0 else j + 2
-        else:
-            j = i
-            while j < n and text[j] not in "\"'/":
-                j += 1
-            if j == i:  # a lone '/'
-                j += 1
-            out.append(text[i:j])
-            i = j
-    return "".join(out)
 
 
 # ---- the cache ----
@@ -593,64 +543,10 @@ class Cache:
         )
 
     def info(self, listed: int = 12) -> str:
-        """What ``%ppy_cache info`` prints: directory, entries, prelude, size limit, what a prune would take."""
-        entries = self.entries()
-        total = sum(size for _, size in entries)
-        runtimes = [n for n, _ in entries if n.startswith("ppy_runtime_")]
-        lines = [f"cache directory: {self.root}"]
-        if self._private:
-            lines.append(f"  not used ({self._unsafe}); this session builds in {self._private}")
-        lines.append(
-            f"entries: {len(entries)} module(s), {_size(total)}: {len(entries) - len(runtimes)} "
-            f"cell module(s), {len(runtimes)} runtime(s)"
-        )
-        by_age = sorted(entries, key=lambda e: _mtime(os.path.join(self.lib, e[0])), reverse=True)
-        for file, size in by_age[:listed]:
-            kind = "runtime" if file.startswith("ppy_runtime_") else "cell"
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(_mtime(os.path.join(self.lib, file))))
-            lines.append(f"  {file:<44} {_size(size):>9}  {kind:<7} {when}")
-        if len(by_age) > listed:
-            lines.append(f"  ... and {len(by_age) - listed} more")
-        current = self.prelude()
-        lines.append(f"prelude: {current.status().describe()}")
-        others = [d for d in glob.glob(os.path.join(self.base, "prelude", "*")) if d != current.directory]
-        if others:
-            size = sum(_mtime_size(f)[1] for d in others for f in glob.glob(os.path.join(d, "*")))
-            lines.append(
-                f"  and {len(others)} older prelude(s), {_size(size)}, from other toolchains or op "
-                "tables (`%ppy_cache prune` removes them)"
-            )
-        lines.append(f"runtime for this toolchain: {'built' if self.has(runtime_name()) else 'not built yet'}")
-        lines.append(f"loaded in this process: {len(self.memory)}")
-        lines += self._limit_lines()
-        return "\n".join(lines)
+        """What ``%ppy_cache info`` prints (``cache_info.describe``)."""
+        from .cache_info import describe
 
-    def _limit_lines(self, listed: int = 5) -> list[str]:
-        everything = self.scan()
-        used = sum(e.size for e in everything)
-        held = eviction.live_holds(self.base)
-        lines = [
-            f"size limit: {eviction.size_text(self.max_size)} (PPY_CACHE_MAX_SIZE, %config PpyMagics.cache_max_size);"
-            f" on disk: {eviction.size_text(used)}"
-        ]
-        now = eviction.plan(everything, self.max_size, held, tidy=True)
-        if now:
-            lines.append(
-                f"prune would remove {len(now)} entr{'y' if len(now) == 1 else 'ies'} "
-                f"({eviction.size_text(sum(e.size for e in now))}) now (`%ppy_cache prune`, `ppy cache prune`):"
-            )
-            lines += [f"  {e.describe()}" for e in now[:listed]]
-            if len(now) > listed:
-                lines.append(f"  ... and {len(now) - listed} more")
-        else:
-            lines.append("prune would remove nothing now (under the limit, no leftovers)")
-        nxt = [e for e in eviction.plan(everything, None, held, target=0) if e not in now]
-        if nxt:
-            lines.append(f"next to go when over the limit: {nxt[0].describe()}")
-        in_use = len({h for h in held if h.startswith(("module ", "prelude "))})
-        if in_use:
-            lines.append(f"held by live processes (never evicted): {in_use} module(s) and prelude(s)")
-        return lines
+        return describe(self, listed)
 
     def has(self, name: str) -> bool:
         return os.path.exists(self.so_path(name))
@@ -666,22 +562,6 @@ class Cache:
         with self._lock:
             self.memory.clear()
         return f"removed {n} built module(s) and the precompiled prelude from {self.base}"
-
-
-def _size(n: int) -> str:
-    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} KB"
-
-
-def _mtime(path: str) -> float:
-    return _mtime_size(path)[0]
-
-
-def _mtime_size(path: str) -> tuple[float, int]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return 0.0, 0
-    return st.st_mtime, st.st_size
 
 
 _caches: dict[str, Cache] = {}
@@ -716,119 +596,7 @@ def import_extension(name: str, path: str) -> types.ModuleType:
     return module
 
 
-# ---- the runtime --------------------------------------------------------------------
-
-_runtime_lock = threading.Lock()
-_runtime: types.ModuleType | None = None
-
-
-def runtime_source() -> str:
-    return read_text(os.path.join(RUNTIME_DIR, "region_function.cpp"))
-
-
-def runtime_name() -> str:
-    # The headers the runtime includes from its own directory are part of what it is built from.
-    headers = "".join(read_text(os.path.join(RUNTIME_DIR, h)) for h in RUNTIME_HEADERS)
-    return module_name("ppy_runtime", runtime_source() + "\n" + headers)
-
-
-RUNTIME_HEADERS = ("module_plan.h",)
-
-
-def load_runtime(cache: Cache) -> types.ModuleType:
-    """The runtime extension (RegionFunction), built once per toolchain and cached on disk.
-
-    One per process: every region must share the RegionFunction type.
-    """
-    global _runtime
-    with _runtime_lock:
-        if _runtime is None:
-            _runtime = cache.load(runtime_name(), runtime_source()).module
-        return _runtime
-
-
-# ---- ahead of time ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class WarmupReport:
-    runtime: str  # how the runtime was obtained, or why not
-    prelude: str  # the prelude's status after warming up
-    seconds: float
-    ok: bool
-    notes: tuple[str, ...] = ()
-
-    def __str__(self) -> str:
-        lines = [
-            f"runtime: {self.runtime}",
-            f"prelude: {self.prelude}",
-            f"{'ready' if self.ok else 'not ready'} after {self.seconds:.1f} s",
-        ]
-        return "\n".join(lines + [f"note: {n}" for n in self.notes])
-
-
-def warmup(cache: Cache, *, force: bool = False) -> WarmupReport:
-    """Build the runtime and the prelude ahead of time, at the same time (``ppy warmup``).
-
-    ``force`` rebuilds both, and tries a prelude again that was found unusable.
-    """
-    t0 = time.perf_counter()
-    status = toolchain_ready()
-    if not status:
-        return WarmupReport(
-            f"cannot build: {status}", cache.prelude().status().describe(), time.perf_counter() - t0, False
-        )
-    ninja_on_path(status.ninja)
-    # Warming up is for later sessions: a cache this process cannot write gets nothing built.
-    try:
-        if cache.ensure_dirs() == cache.root:
-            probe = try_flock(cache.lock_path("warmup"))
-            if probe is not None:
-                os.close(probe)
-    except (BuildError, CacheWriteError) as err:
-        advice = f"; {err.advice}" if isinstance(err, CacheWriteError) else ""
-        return WarmupReport(f"not built: {err}{advice}", "not built", time.perf_counter() - t0, False)
-    if cache.base != cache.root:
-        notes = tuple(cache.notes)
-        cache.notes.clear()
-        return WarmupReport("not built", "not built", time.perf_counter() - t0, False, notes)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=build_jobs()) as pool:
-        runtime = pool.submit(cache.load, runtime_name(), runtime_source(), force=force)
-        pre = pool.submit(cache.ready_prelude, force=force)
-        try:
-            got = runtime.result()
-            runtime_text = {"memory": "already loaded", "disk": "already built (on disk)", "build": "built"}[
-                got.source
-            ] + f" in {got.seconds:.1f} s"
-            ok = True
-        except BuildError as err:
-            runtime_text, ok = f"build failed: {err}", False
-        try:
-            state = pre.result().status().describe()
-            ok = ok and pre.result().status().usable
-        except CacheWriteError as err:  # warming a cache this process cannot write builds nothing lasting
-            state, ok = f"not built: {err}; {err.advice}", False
-    notes = tuple(cache.notes)
-    cache.notes.clear()
-    return WarmupReport(runtime_text, state, time.perf_counter() - t0, ok, notes)
-
-
 def _note_use(name: str, text: str, mod: types.ModuleType) -> None:
     """Tell a running ``ppy build --run`` (``shipped.recording``) the cache gave out this module."""
     if shipped.recording_now():  # its code key only then: a sha256 of the whole text
         shipped.note_use(name, shipped.code_key(code_without_comments(text)), getattr(mod, "__file__", ""))
-
-
-def adopt_runtime(module: types.ModuleType) -> None:
-    """An artifact's runtime, imported with no compiler: the one regions built at calls use too (one
-    RegionFunction type per process), unless this process has one already."""
-    global _runtime
-    with _runtime_lock:
-        if _runtime is None:
-            _runtime = module
-
-
-def loaded_runtime() -> types.ModuleType | None:
-    """The runtime this process built or loaded from the cache, if any (artifacts reuse its type)."""
-    with _runtime_lock:
-        return _runtime
