@@ -15,9 +15,10 @@ interface the rest of the package (the pipeline, artifacts, the magics) uses.
 from __future__ import annotations
 
 from . import shipped
-from .cache import BuildResult, Cache, default_cache_dir, import_extension, recorded_sha256, shared_cache
+from .cache import BuildResult, Cache, default_cache_dir, shared_cache
 from .codegen import CellCode, RegionSpec, cpp_by_line, generate
 from .diagnostics import located_errors
+from .disk import import_extension, recorded_sha256
 from .module_keys import module_name
 from .runtime_module import WarmupReport, adopt_runtime, load_runtime, loaded_runtime, warmup
 from .toolchain import (

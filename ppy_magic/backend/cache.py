@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -36,7 +35,7 @@ from dataclasses import dataclass, field
 from ..errors import BuildError, CacheError
 from . import eviction, fusion, prelude, safety, shipped
 from .diagnostics import first_error
-from .disk import SUBDIRS, make_private_dir, try_flock, verify_manifest
+from .disk import SUBDIRS, import_extension, make_private_dir, try_flock, verify_manifest
 from .disk import flock as _flock
 from .module_keys import code_without_comments
 from .safety import CacheWriteError
@@ -575,25 +574,6 @@ def shared_cache(root: str | None = None) -> Cache:
         if root not in _caches:
             _caches[root] = Cache(root)
         return _caches[root]
-
-
-def recorded_sha256(path: str) -> str | None:
-    """The sha256 the cache recorded beside the extension `path` when it published it; None if it did not."""
-    try:
-        with open(path + ".json", encoding="utf-8") as fh:
-            return json.load(fh).get("sha256")
-    except (OSError, ValueError):
-        return None  # a module loaded from a build directory has no record
-
-
-def import_extension(name: str, path: str) -> types.ModuleType:
-    """Import a built extension module from its file: no compiler, no ninja."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _note_use(name: str, text: str, mod: types.ModuleType) -> None:

@@ -2,7 +2,8 @@
 
 A build takes its module's lock (``flock``: released by the kernel when the
 process dies, so it never goes stale); a published module has a manifest
-(name, size, sha256) checked before it is loaded; a session that cannot use
+(name, size, sha256) checked before it is loaded, and is imported from its file
+(``import_extension``); a session that cannot use
 the configured directory gets a private one, removed when it ends.
 """
 
@@ -13,11 +14,13 @@ import contextlib
 import fcntl
 import glob
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
 import tempfile
 import time
+import types
 from collections.abc import Callable
 
 from . import eviction, safety
@@ -139,3 +142,22 @@ def same_file(fd: int, path: str) -> bool:
     except OSError:
         return False
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def recorded_sha256(path: str) -> str | None:
+    """The sha256 the cache recorded beside the extension `path` when it published it; None if it did not."""
+    try:
+        with open(path + ".json", encoding="utf-8") as fh:
+            return json.load(fh).get("sha256")
+    except (OSError, ValueError):
+        return None  # a module loaded from a build directory has no record
+
+
+def import_extension(name: str, path: str) -> types.ModuleType:
+    """Import a built extension module from its file: no compiler, no ninja."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
