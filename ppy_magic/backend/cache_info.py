@@ -5,16 +5,13 @@ from __future__ import annotations
 import glob
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 from . import eviction
 from .module_keys import runtime_name
 
-if TYPE_CHECKING:
-    from .cache import Cache
 
-
-def describe(cache: Cache, listed: int = 12) -> str:
+def describe(cache: Any, listed: int = 12) -> str:  # a cache.Cache (which imports this module)
     """What ``%ppy_cache info`` prints: directory, entries, prelude, size limit, what a prune would take."""
     entries = cache.entries()
     total = sum(size for _, size in entries)
@@ -48,7 +45,7 @@ def describe(cache: Cache, listed: int = 12) -> str:
     return "\n".join(lines)
 
 
-def _limit_lines(cache: Cache, listed: int = 5) -> list[str]:
+def _limit_lines(cache: Any, listed: int = 5) -> list[str]:
     everything = cache.scan()
     used = sum(e.size for e in everything)
     held = eviction.live_holds(cache.base)
