@@ -194,7 +194,6 @@ MAX_LINES = 600
 # shrink: a module that grows past the limit fails, and so does one listed here that is under it now.
 SPLIT_PENDING = {
     "ppy_magic/language/calls.py",
-    "ppy_magic/language/classes.py",
     "ppy_magic/language/expressions.py",
     "ppy_magic/language/lists.py",
     "ppy_magic/language/loops.py",

@@ -34,7 +34,7 @@ from .. import backend
 from ..backend import RegionSpec
 from ..errors import ShownError
 from ..language import ir
-from ..language.classes import ClassRef
+from ..language.attr_types import ClassRef
 from ..language.modules import Layout, Plan, Slot
 from ..language.namespace import Key
 

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from . import einops_forms
-from .classes import NONE, ClassRef, ModType, Scalar, Unknown
+from .attr_types import NONE, ClassRef, ModType, Scalar, Unknown
 from .ir import Kind
 
 # The run-time kinds of a call's values (exact types: a subclass is not the kind).
@@ -203,7 +203,7 @@ def attribute_type(value: Any, constant_scalars: bool) -> Any:
 def stated_for(t: Any, value: Any, exact: bool) -> Any:
     """A class's stated attribute type `t`, narrowed to what `value` holds (the option of a union, a scalar
     without its None unless `exact`), or None where the value is not one `t` holds."""
-    from .classes import ParamObject, Union
+    from .attr_types import ParamObject, Union
 
     if isinstance(t, (Unknown, ParamObject)):
         return None

@@ -408,8 +408,8 @@ def _translate_once(
     list_kinds: dict,
     call: Any = None,
 ) -> ir.Function:
+    from .attr_types import ClassRef, ModType
     from .call_values import object_type
-    from .classes import ClassRef, ModType
 
     ctx = Context(
         classes=classes_of(g, filename, source_lines), root=fn, filename=filename, list_kinds=list_kinds, call=call

@@ -23,7 +23,7 @@ from typing import Any
 from torch import nn
 
 from . import call_values, einops_forms, ir, ops
-from .classes import NONE, ClassRef, ModType, ParamObject, Scalar, Union, Unknown
+from .attr_types import NONE, ClassRef, ModType, ParamObject, Scalar, Union, Unknown
 from .ir import Kind
 from .loops import RangeIteration, StaticIteration, stored_names
 from .namespace import Globals, function_key, static_value
@@ -165,7 +165,7 @@ class ModuleCompiler:
             return self.sampled_attribute(node, mv, name, path)
         model = self.module_model(node, mv)
         if m.cls is None:  # a plain object (a config): its fields' kinds come from a dataclass
-            from .classes import field_type
+            from .self_assignments import field_type
 
             assert m.origin is not None
             return self.read(node, mv, Slot(name, ATTRIBUTE, ""), field_type(self.classes, m.origin.arg, name), path)

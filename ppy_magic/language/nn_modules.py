@@ -33,7 +33,7 @@ from .adapters import unsupported
 _nn = torch._C._nn
 _VF = torch._C._VariableFunctions
 
-# The kinds declared below, as annotations (classes.annotation_type reads them, exactly:
+# The kinds declared below, as annotations (attr_types.annotation_type reads them, exactly:
 # a tuple here is a tuple, not a list).
 OPT_TENSOR = torch.Tensor | None
 INTS = tuple[int, ...]

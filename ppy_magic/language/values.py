@@ -259,7 +259,7 @@ class TensorMethod:
 class ModuleValue:
     """An nn.Module (or a plain object) whose attributes the runtime reads at the call.
 
-    `atom` (kind MODULE) holds what was read; `mtype` (classes.ModType) says its class and
+    `atom` (kind MODULE) holds what was read; `mtype` (attr_types.ModType) says its class and
     children; `path` is how the source reached it (``self.blocks[0]``), for messages. Compiled at a
     call, `sample` is the object that call brought: attributes the source does not type take their
     kinds from it (checked at every call like any other)."""
@@ -285,7 +285,7 @@ class UnionValue:
 
     tag: ir.Atom
     module: ir.Var  # the module it is (any option's attributes are read through it)
-    options: tuple[Any, ...]  # classes.ModType, or None
+    options: tuple[Any, ...]  # attr_types.ModType, or None
     path: str
     sample: Any = dataclasses.field(default=None, compare=False, hash=False)  # as ModuleValue.sample
 
@@ -301,7 +301,7 @@ class PendingObject:
 
     module: ModuleValue  # the module it is an attribute of
     name: str
-    origin: Any  # classes.ParamObject
+    origin: Any  # attr_types.ParamObject
     path: str
 
 
