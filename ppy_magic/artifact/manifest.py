@@ -35,7 +35,7 @@ from ..backend import RegionSpec
 from ..errors import ShownError
 from ..language import ir
 from ..language.attr_types import ClassRef
-from ..language.modules import Layout, Plan, Slot
+from ..language.module_plan import Layout, Plan, Slot
 from ..language.namespace import Key
 
 FORMAT = "ppy_magic.artifact"

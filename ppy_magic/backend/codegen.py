@@ -17,7 +17,7 @@ from typing import Any
 from ..decorator import MAX_LEVEL
 from ..language import ir
 from ..language.ir import Kind
-from ..language.modules import Plan
+from ..language.module_plan import Plan
 from . import cpp, fusion, levels
 from .cpp import NAME, cpp_literal
 from .statements import LINE_MARK, Emitter, declare_constants, nested_statements

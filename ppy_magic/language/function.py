@@ -35,7 +35,8 @@ from .indexing import IndexCompiler
 from .ir import Kind
 from .lists import ListCompiler, RuntimeListNeeded
 from .loops import LoopCompiler, LoopFrame, _Widen
-from .modules import LayoutBuilder, ModuleCompiler, freeze_plan
+from .module_plan import LayoutBuilder, freeze_plan
+from .modules import ModuleCompiler
 from .namespace import Globals, function_key
 from .python_forms import PythonFormCompiler
 from .pyvalues import PyValueCompiler

@@ -570,7 +570,7 @@ class Function:
     constants: tuple = ()  # per parameter, the value a CONSTANT one was compiled for (empty: none is)
     specialised_reads: tuple[tuple[str, int], ...] = ()  # (what, line): values compiled in (0: the parameter)
     owner: str | None = None  # a method: the name of its class
-    plan: Any = None  # what the runtime reads of module parameters (modules.Plan), or None
+    plan: Any = None  # what the runtime reads of module parameters (module_plan.Plan), or None
 
     @property
     def kinds(self) -> str:
