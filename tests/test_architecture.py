@@ -196,7 +196,6 @@ SPLIT_PENDING = {
     "ppy_magic/language/calls.py",
     "ppy_magic/language/expressions.py",
     "ppy_magic/language/lists.py",
-    "ppy_magic/language/loops.py",
     "ppy_magic/language/nn_functional.py",
     "ppy_magic/language/nn_pooling.py",
 }

@@ -18,8 +18,8 @@ import torch
 from ..errors import CompileError
 from . import adapters, einops_forms, ir, nn_modules, ops, param_kinds, source
 from .ir import Kind
+from .iteration import StaticIteration
 from .lists import CONSUMERS, ListMethod
-from .loops import StaticIteration
 from .namespace import Globals, collect_globals, library_globals
 from .values import (
     MATH_FUNCTIONS,

@@ -33,6 +33,7 @@ from .expressions import ExpressionCompiler
 from .grad_modes import GradModeCompiler
 from .indexing import IndexCompiler
 from .ir import Kind
+from .iteration import IterationCompiler
 from .lists import ListCompiler, RuntimeListNeeded
 from .loops import LoopCompiler, LoopFrame, _Widen
 from .module_plan import LayoutBuilder, freeze_plan
@@ -108,6 +109,7 @@ class Block:
 class FunctionCompiler(
     StatementCompiler,
     LoopCompiler,
+    IterationCompiler,
     ListCompiler,
     ExpressionCompiler,
     IndexCompiler,

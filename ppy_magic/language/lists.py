@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 
 from . import ir, ops
 from .ir import Kind
-from .loops import Iteration, SequenceIteration, StaticIteration
+from .iteration import Iteration, SequenceIteration, StaticIteration
 from .values import Static
 
 # Methods of a list a region supports; the mutating ones change a run-time list in place.

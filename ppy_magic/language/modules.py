@@ -22,7 +22,8 @@ from typing import Any
 from . import call_values, einops_forms, ir, ops
 from .attr_types import NONE, ModType, ParamObject, Scalar, Union, Unknown
 from .ir import Kind
-from .loops import RangeIteration, StaticIteration, stored_names
+from .iteration import RangeIteration, StaticIteration
+from .loops import stored_names
 from .module_plan import (
     ALL,
     ATTRIBUTE,
