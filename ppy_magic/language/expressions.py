@@ -1,4 +1,6 @@
-"""Expressions of the region language: names, attributes, f-strings, arithmetic, truth, comparisons.
+"""Expressions of the region language: names, attributes, f-strings, tuples, arithmetic.
+
+Truth and comparisons are in ``conditions.py``.
 
 A mixin of ``function.FunctionCompiler``: each ``visit_<Node>`` returns a value (an ``ir`` atom, an
 ``ir.Tup`` or a ``Static``), emitting the statements that compute it in Python's evaluation order.
@@ -15,25 +17,21 @@ from . import ir, ops
 from .ir import Kind
 from .modules import dotted
 from .values import (
-    COMPARE_INTRINSICS,
     FLOAT_BINOPS,
     INT_BINOPS,
     PLAIN_FUNCTION,
     PLAIN_FUNCTION_HINT,
     PY_BINOPS,
-    PY_COMPARE,
     PY_UNARYOPS,
     SYMBOLS,
     CellFunction,
     Closure,
     MaybeBound,
     ModuleValue,
-    OptionalScalar,
     PendingObject,
     Static,
     TensorMethod,
     Unbound,
-    UnionValue,
     constant,
     describe_node,
     unbound_message,
@@ -415,223 +413,3 @@ class ExpressionCompiler:
         if c is None:
             raise self.error(node, f"the constant {value!r} is not supported in a region")
         return c
-
-    # truth and comparisons
-    def truth(self, node: ast.expr) -> ir.Atom:
-        """The truth of a test, as `if`/`while`/`assert`/`not` take it: `a and b` there is bool(a), then
-        bool(b) only if needed (each operand's truth taken once, as the interpreter takes it)."""
-        if isinstance(node, ast.BoolOp):
-            return self.short_circuit(node, isinstance(node.op, ast.And), self.bool_operands(node, self.truth))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            t = self.truth(node.operand)
-            return ir.Const(not t.value, Kind.BOOL) if isinstance(t, ir.Const) else self.intrinsic("not", Kind.BOOL, t)
-        return self.truth_of(node, self.value(node))
-
-    def truth_of(self, node: ast.AST, v: Any) -> ir.Atom:
-        if isinstance(v, ir.Const):
-            return ir.Const(bool(v.value), Kind.BOOL)
-        if isinstance(v, ir.Tup):
-            return ir.Const(bool(v.items), Kind.BOOL)
-        if isinstance(v, Static):
-            return ir.Const(bool(v.value), Kind.BOOL)
-        kind = v.kind
-        if kind == Kind.BOOL:
-            return v
-        if kind == Kind.INT:
-            return self.intrinsic("int_truth", Kind.BOOL, v)
-        if kind == Kind.FLOAT:
-            return self.intrinsic("float_truth", Kind.BOOL, v)
-        if kind in (*ir.SEQUENCE_KINDS, Kind.STR):
-            return self.intrinsic("nonempty", Kind.BOOL, v)
-        if kind == Kind.TENSOR:  # Tensor.__bool__: aten::is_nonzero, with its errors for 0 or 2+ elements
-            return self.call_op(node, ops.OpSpec("is_nonzero"), [v], {}, method=True, display="bool(Tensor)")
-        if kind == Kind.NUMBER:
-            return self.intrinsic("number_truth", Kind.BOOL, v)
-        if kind in ir.HELD_BY:
-            raise self.error(
-                node,
-                f"the truth of a {ir.KIND_NAMES[kind]} value is not supported in a region",
-                "Test `x is not None` instead.",
-            )
-        raise self.error(node, f"the truth of {ops.describe(v)} is not supported in a region")
-
-    def visit_BoolOp(self, node: ast.BoolOp) -> Any:
-        """`a and b`, `a or b`: Python's value (an operand) and short-circuit (later operands, and their
-        ATen calls, only when the earlier ones leave the result open)."""
-        return self.short_circuit(node, isinstance(node.op, ast.And), self.bool_operands(node, self.value))
-
-    def bool_operands(self, node: ast.BoolOp, compile_one: Any) -> list:
-        """Thunks compiling each operand of `and`/`or`; a later operand knows what the earlier ones say of
-        Tensor-or-None names (`x is not None and x.sum() > 0`: x is a tensor in the second)."""
-        is_and = isinstance(node.op, ast.And)
-
-        def operand(i: int) -> Any:
-            saved = dict(self.locals)
-            for earlier in node.values[:i]:
-                self.narrow_on(self.narrowing(earlier), is_and)
-            try:
-                return compile_one(node.values[i])
-            finally:
-                self.locals = saved
-
-        return [lambda i=i: operand(i) for i in range(len(node.values))]
-
-    def visit_Compare(self, node: ast.Compare) -> Any:
-        """`a < b < c` is `(a < b) and (b < c)` with b evaluated once and c only if a < b holds."""
-        left: list[Any] = [None]
-
-        def part(i: int) -> Any:
-            if i == 0:
-                left[0] = self.value(node.left)
-            right = self.value(node.comparators[i])
-            result = self.compare(node, node.ops[i], left[0], right)
-            left[0] = right
-            return result
-
-        if len(node.ops) == 1:
-            return part(0)
-        return self.short_circuit(node, True, [lambda i=i: part(i) for i in range(len(node.ops))])
-
-    def short_circuit(self, node: ast.AST, is_and: bool, operands: list) -> Any:
-        """The value of `operands[0]() and/or operands[1]() ...`: each operand is compiled where Python would
-        evaluate it (nested branches); the paths' values join into one variable."""
-        finals: list[tuple[Any, list]] = []  # (value, the body in which it is the result)
-        levels: list[tuple[list, ir.Atom, list, list]] = []  # (outer body, truth, rest, short)
-        outer = self.body
-        try:
-            for i, operand in enumerate(operands):
-                v = operand()
-                if i == len(operands) - 1:
-                    finals.append((v, self.body))
-                    break
-                t = self.truth_of(node, v)
-                if isinstance(t, ir.Const):
-                    if t.value != is_and:  # decided: this operand is the value
-                        finals.append((v, self.body))
-                        break
-                    continue
-                rest: list[ir.Stmt] = []
-                short: list[ir.Stmt] = []
-                levels.append((self.body, t, rest, short))
-                finals.append((v, short))
-                self.body = rest
-        finally:
-            self.body = outer
-        if len(finals) == 1:
-            value, body = finals[0]
-            if body is outer:
-                return value
-        joined = self.join(node, "value", [v for v, _ in finals], [b for _, b in finals])
-        if isinstance(joined, Unbound):
-            raise self.error(node, "the operands of `and`/`or` have different kinds; a region needs one")
-        for body, t, rest, short in reversed(levels):
-            then, orelse = (rest, short) if is_and else (short, rest)
-            body.append(ir.If(t, tuple(then), tuple(orelse), self.line()))
-        return joined
-
-    def compare(self, node: ast.AST, op: ast.cmpop, a: Any, b: Any) -> Any:
-        t = type(op)
-        if t in (ast.Is, ast.IsNot):
-            return self.identity(node, t is ast.Is, a, b)
-        if t in (ast.In, ast.NotIn):
-            return self.membership(node, t is ast.In, a, b)
-        if isinstance(a, ir.Const) and isinstance(b, ir.Const):
-            return self.fold(node, PY_COMPARE[t], a, b)
-        ka, kb = getattr(a, "kind", None), getattr(b, "kind", None)
-        if ka == Kind.TENSOR or (kb == Kind.TENSOR and ka in NUMBERS):
-            if t not in ops.COMPARE_OPS:
-                raise self.error(node, f"{describe_node(node)} on tensors is not supported in a region")
-            name, swapped = ops.COMPARE_OPS[t]
-            if ka == Kind.TENSOR:
-                return self.call_op(node, ops.OpSpec(name), [a, b], {}, method=True)
-            return self.call_op(node, ops.OpSpec(swapped), [b, a], {}, method=True)
-        cmp = COMPARE_INTRINSICS.get(t)
-        if Kind.NUMBER in (ka, kb) and ka in NUMBERS and kb in NUMBERS and cmp is not None:
-            return self.intrinsic(f"number_{cmp}", Kind.BOOL, a, b)
-        if ka in ir.SCALAR_KINDS and kb in ir.SCALAR_KINDS and cmp is not None:
-            if ka == kb or {ka, kb} == {Kind.INT, Kind.BOOL}:
-                return self.intrinsic(cmp, Kind.BOOL, a, b)
-            return self.intrinsic(f"exact_{cmp}", Kind.BOOL, a, b)
-        if ka == kb == Kind.STR and t in (ast.Eq, ast.NotEq):
-            return self.intrinsic(f"str_{cmp}", Kind.BOOL, a, b)
-        if ka == kb and ka in (Kind.DTYPE, Kind.DEVICE) and t in (ast.Eq, ast.NotEq):
-            return self.intrinsic(cmp, Kind.BOOL, a, b)
-        if {ka, kb} == {Kind.DEVICE, Kind.STR} and t in (ast.Eq, ast.NotEq):
-            return ir.Const(t is ast.NotEq, Kind.BOOL)  # a torch.device never equals a str
-        if t in (ast.Eq, ast.NotEq) and (isinstance(a, ir.Tup) or isinstance(b, ir.Tup) or ka == Kind.INTS):
-            lhs, rhs = self.as_ints(node, a), self.as_ints(node, b)
-            return self.intrinsic(cmp, Kind.BOOL, lhs, rhs)
-        raise self.error(node, f"comparing {ops.describe(a)} with {ops.describe(b)} is not supported in a region")
-
-    def membership(self, node: ast.AST, is_in: bool, a: Any, b: Any) -> ir.Atom:
-        """`a in (b, c)` for ints, bools, strs and dtypes: `a == b or a == c`, stopping at the first that holds
-        (floats are left out: Python's `in` tests identity first, and a NaN is equal to itself there); `a in s`
-        of an int and a sequence of ints known at run time (`d in x.shape`)."""
-        if getattr(b, "kind", None) == Kind.INTS and getattr(a, "kind", None) in (Kind.INT, Kind.BOOL):
-            found = self.intrinsic("seq_contains", Kind.BOOL, b, self.as_int(a))
-            return found if is_in else self.intrinsic("not", Kind.BOOL, found)
-        kinds = (Kind.INT, Kind.BOOL, Kind.STR, Kind.DTYPE)
-        if not (
-            isinstance(b, ir.Tup)
-            and getattr(a, "kind", None) in kinds
-            and all(getattr(i, "kind", None) in kinds for i in b.items)
-        ):
-            raise self.error(node, f"`in` on {ops.describe(a)} and {ops.describe(b)} is not supported in a region")
-        if isinstance(a, ir.Const) and all(isinstance(i, ir.Const) for i in b.items):
-            return ir.Const((a.value in [i.value for i in b.items]) == is_in, Kind.BOOL)
-        tests = [lambda i=i: self.compare(node, ast.Eq(), a, i) for i in b.items]
-        found = self.short_circuit(node, False, tests) if tests else ir.Const(False, Kind.BOOL)
-        if isinstance(found, ir.Const):
-            return ir.Const(bool(found.value) == is_in, Kind.BOOL)
-        return found if is_in else self.intrinsic("not", Kind.BOOL, found)
-
-    def identity(self, node: ast.AST, is_: bool, a: Any, b: Any) -> ir.Atom:
-        if isinstance(b, ir.Const) and b.kind == Kind.NONE:
-            a, b = b, a
-        if isinstance(a, ir.Const) and a.kind == Kind.NONE:
-            if isinstance(b, OptionalScalar):
-                return b.none if is_ else self.intrinsic("not", Kind.BOOL, b.none)
-            if isinstance(b, UnionValue):
-                if None not in b.options:
-                    return ir.Const(not is_, Kind.BOOL)
-                none = ir.Const(b.options.index(None), Kind.INT)
-                return self.intrinsic("eq" if is_ else "ne", Kind.BOOL, b.tag, none)
-            if isinstance(b, ModuleValue):
-                return ir.Const(not is_, Kind.BOOL)
-            kind = getattr(b, "kind", None)
-            if kind in ir.HELD_BY:
-                return self.intrinsic("is_none" if is_ else "is_not_none", Kind.BOOL, b)
-            if isinstance(b, ir.Const) or kind is not None or isinstance(b, (ir.Tup, Static, Closure)):
-                same = isinstance(b, ir.Const) and b.kind == Kind.NONE
-                return ir.Const(same == is_, Kind.BOOL)
-        if isinstance(a, Static) and isinstance(b, Static):
-            return ir.Const((a.value is b.value) == is_, Kind.BOOL)
-        tensors = (Kind.TENSOR, Kind.OPT_TENSOR)
-        if getattr(a, "kind", None) in tensors and getattr(b, "kind", None) in tensors:
-            if a == b:  # one variable
-                return ir.Const(is_, Kind.BOOL)
-            # One Python object per TensorImpl (PyTorch keeps them paired), so the same object is the same impl.
-            same = self.intrinsic("same_tensor", Kind.BOOL, a, b)
-            return same if is_ else self.intrinsic("not", Kind.BOOL, same)
-        if isinstance(a, ir.Const) and isinstance(b, ir.Const) and a.kind == b.kind == Kind.DTYPE:
-            return ir.Const((a.value is b.value) == is_, Kind.BOOL)
-        raise self.error(node, "`is` is supported in a region to compare with None, tensors with tensors")
-
-    def visit_IfExp(self, node: ast.IfExp) -> Any:
-        narrowed = self.narrowing(node.test)
-        test = self.truth(node.test)
-        if isinstance(test, ir.Const):
-            return self.value(node.body if test.value else node.orelse)
-        narrowed = self.narrowing(node.test)
-        results = []
-        bodies = []
-        for expr, which in ((node.body, True), (node.orelse, False)):
-            with self.block() as path:
-                self.narrow_on(narrowed, which)
-                results.append(self.value(expr))
-            bodies.append(path.body)
-        joined = self.join(node, "value", results, bodies)
-        if isinstance(joined, Unbound):
-            raise self.error(node, "the two branches of this conditional expression have different kinds")
-        self.emit(ir.If(test, tuple(bodies[0]), tuple(bodies[1]), self.line()))
-        return joined

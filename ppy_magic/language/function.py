@@ -27,8 +27,11 @@ from typing import Any
 from ..errors import CompileError, Location, debug
 from . import ir, ops, param_kinds
 from .autocast import AutocastCompiler
+from .callees import CalleeCompiler
 from .calls import CallCompiler
+from .conditions import ConditionCompiler
 from .constructors import ConstructorCompiler
+from .consumers import ConsumerCompiler
 from .expressions import ExpressionCompiler
 from .grad_modes import GradModeCompiler
 from .indexing import IndexCompiler
@@ -111,9 +114,12 @@ class FunctionCompiler(
     LoopCompiler,
     IterationCompiler,
     ListCompiler,
+    ConsumerCompiler,
     ExpressionCompiler,
+    ConditionCompiler,
     IndexCompiler,
     CallCompiler,
+    CalleeCompiler,
     ConstructorCompiler,
     PythonFormCompiler,
     GradModeCompiler,
