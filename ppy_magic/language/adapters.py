@@ -12,8 +12,9 @@ the differential tests.
 
 This module is the front end's view of them: the registry
 (``adapter_registry.py``) with every adapter module imported, so each has
-registered. ``nn_functional.py``, ``nn_pooling.py``, ``nn_losses.py`` and
-``nn_attention.py`` restate ``torch.nn.functional``; ``torch_functional.py``
+registered. ``nn_functional.py``, ``nn_activations.py``, ``nn_pooling.py``,
+``nn_resampling.py``, ``nn_losses.py`` and ``nn_attention.py`` restate
+``torch.nn.functional``; ``torch_functional.py``
 the wrappers of ``torch/functional.py`` and ``torch/_tensor.py``. Adapter
 functions are registered with ``@adapts(target, ...)``; shared helpers they
 call by name with ``@helper``.
@@ -21,7 +22,7 @@ call by name with ``@helper``.
 
 from __future__ import annotations
 
-from . import nn_attention, nn_functional, nn_losses, nn_pooling, torch_functional
+from . import nn_activations, nn_attention, nn_functional, nn_losses, nn_pooling, nn_resampling, torch_functional
 from .adapter_registry import (
     CUDNN_ENABLED,
     DETERMINISTIC,
@@ -39,7 +40,7 @@ from .adapter_registry import (
 )
 
 # The modules whose import registered their adapters.
-ADAPTER_MODULES = (nn_functional, nn_pooling, nn_losses, nn_attention, torch_functional)
+ADAPTER_MODULES = (nn_functional, nn_activations, nn_pooling, nn_resampling, nn_losses, nn_attention, torch_functional)
 
 __all__ = [
     "ADAPTER_MODULES",
