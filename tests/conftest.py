@@ -36,3 +36,17 @@ def ip():
     shell = start_ipython()
     shell.run_line_magic("load_ext", "ppy_magic")
     return shell
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under pytest-xdist (``--dist loadgroup``): each file's tests run on one worker, where its cells build
+    once in that worker's cache; a file that names a parameter in ``XDIST_SPREAD`` (a model) runs each
+    value's tests on one worker instead, so that one long file is not one worker's whole run."""
+    for item in items:
+        group = item.nodeid.split("::")[0]
+        spread = getattr(getattr(item, "module", None), "XDIST_SPREAD", None)
+        callspec = getattr(item, "callspec", None)
+        if spread and callspec is not None and spread in callspec.params:
+            value = callspec.params[spread]
+            group += f"[{getattr(value, 'name', value)}]"
+        item.add_marker(pytest.mark.xdist_group(group))

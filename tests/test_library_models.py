@@ -46,6 +46,9 @@ IDENTITY_ENV = os.environ.get("PPY_LIBRARY_MODELS_COMPILE") == "identity"
 CORE = ("gpt2", "gpt2-sdpa", "llama", "bert", "vit", "mixtral", "unet2d", "x-decoder")
 ENTRIES = [pytest.param(e, id=e.name, marks=() if e.name in CORE else pytest.mark.slow) for e in L.MODELS]
 EVERY = [pytest.param(e, id=e.name) for e in L.MODELS]
+# Each model's tests run together on one pytest-xdist worker (tests/conftest.py): the file is a third of
+# the suite.
+XDIST_SPREAD = "entry"
 
 
 def identity(model: nn.Module) -> nn.Module:
