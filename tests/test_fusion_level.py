@@ -74,6 +74,11 @@ def select(x: torch.Tensor, y: torch.Tensor, t: float) -> torch.Tensor:
 
 
 @ppy.opt(4)
+def scaled(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.sigmoid(x * t) + y * t - t
+
+
+@ppy.opt(4)
 def masks(x: torch.Tensor, y: torch.Tensor) -> tuple:
     m = (x > y) * 2.0
     return m + 1.0, torch.where(x > 0, 1.0, 2.0) + x
@@ -116,6 +121,10 @@ def select(x, y, t):
     return torch.where(y >= x, c, -c) + torch.where(x == y, y, x) * torch.where(x < t, 0.5, c)
 
 
+def scaled(x, t, y):
+    return torch.sigmoid(x * t) + y * t - t
+
+
 def masks(x, y):
     m = (x > y) * 2.0
     return m + 1.0, torch.where(x > 0, 1.0, 2.0) + x
@@ -142,7 +151,7 @@ def _same(got, want) -> None:
             _same(g, w)
         return
     assert got.shape == want.shape and got.stride() == want.stride() and got.dtype == want.dtype
-    assert checks.mismatches(got, want) == 0
+    assert checks.mismatches(got.reshape(-1), want.reshape(-1)) == 0
 
 
 LENGTHS = [1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 80] + [
@@ -287,6 +296,28 @@ def test_comparisons_and_where_are_eagers_bits(ns, threads):
     finally:
         torch.set_num_threads(before)
     assert ns["select"].fallbacks == 0
+
+
+@pytest.mark.parametrize("threads", (1, 2))
+def test_0_dim_operands_are_read_as_numbers(ns, threads):
+    """A 0-dim float32 tensor in any position (mul, which is position-dependent, too) is read as eager's
+    loop reads a Python number; a NaN one, a 0-dim double, or all of them 0-dim run op by op."""
+    gen = torch.Generator().manual_seed(31 + threads)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    values = [torch.tensor(v) for v in (0.5, -3.0, math.inf, -0.0, 1e-40, math.nan)] + [torch.tensor(2.0).double()]
+    try:
+        with torch.no_grad():
+            for n in LENGTHS:
+                x, y = _inputs(n, gen)
+                for t in values:
+                    for args in ((x, t, y), (t, x, y), (t, t, x), (x, x[:1].reshape(()).clone(), t), (t, t, t)):
+                        _same(ns["scaled"](*args), scaled(*args))
+    finally:
+        torch.set_num_threads(before)
+    x, y = _inputs(1000, gen)
+    assert not _aten_ops(ns["scaled"], x, torch.tensor(0.5), y) & {"aten::mul", "aten::sigmoid", "aten::add"}
+    assert _aten_ops(ns["scaled"], x, torch.tensor(math.nan), y) & {"aten::mul", "aten::mul_"}
 
 
 def test_comparisons_fuse_only_into_a_where(ns):

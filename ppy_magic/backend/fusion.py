@@ -15,7 +15,9 @@ the chain (so nothing else can see it); the last one's target is the chain's
 result. Its leaves are tensors and Python numbers. Per call: every tensor is a
 defined, contiguous, strided float32 CPU tensor of at least one dimension, with
 no other dispatch key, none recorded by autograd, all of one shape except the
-*row* operands (below); a Python float is not NaN; eager's kernels run AVX512;
+*row* operands (below) and 0-dim ones (not NaN: eager's loop broadcasts them as
+it does a Python number, and so does the pass); a Python float is not NaN; eager's
+kernels run AVX512;
 and the ops whose body and tail round differently (``kPositionDependent``) split
 the elements into the same chunks at this length and thread count.
 
@@ -91,7 +93,8 @@ FUSED_SET = (
     "add, sub, rsub with alpha 1; mul; true div; neg, abs, relu, reciprocal, sigmoid, silu, exp, tanh; "
     "gelu(approximate='tanh'); pow(x, 2), pow(x, 3): float32 tensors of one shape and Python numbers; "
     "a row (a bias of the last dimensions) broadcast into add, sub, div and the position-free ops after them; "
-    "eq, ne, lt, le, gt, ge as the condition of a where of float32 tensors and numbers"
+    "eq, ne, lt, le, gt, ge as the condition of a where of float32 tensors and numbers; 0-dim float32 tensors "
+    "as numbers"
 )
 
 
@@ -330,15 +333,22 @@ def chain_cpp(chain: Chain, name: str) -> list[str]:
     out.append(f"static at::Tensor {name}({', '.join(params)}) {{")
     rows = [i for i, v in enumerate(chain.tensors) if v.name in chain.rows]
     full = [i for i in range(len(chain.tensors)) if i not in rows]
+    # Leaves that may be 0-dim (read as a Python number is): any but a lone leaf of the chain's shape.
+    scalars = full if len(full) > 1 or (full and rows) else []
     out.append("  if (!ppy::fused::capability_matches()) return at::Tensor();")
-    if rows:  # the chain's shape: a leaf that is never a row, else the widest
-        widest = ", ".join(f"&ppy_in{i}" for i in rows)
-        lead = f"ppy_in{full[0]}" if full else f"ppy::fused::widest({{{widest}}})"
-        out.append(f"  const at::Tensor& ppy_lead = {lead};")
+    if len(full) > 1:  # the chain's shape: a leaf that is never a row (the first with a shape), else the widest
+        candidates = ", ".join(f"&ppy_in{i}" for i in full)
+        lead = f"ppy::fused::first_shaped({{{candidates}}})"
+    elif full:
+        lead = f"ppy_in{full[0]}"
     else:
-        out.append("  const at::Tensor& ppy_lead = ppy_in0;")
-    same = ", ".join(["ppy_lead", *(f"ppy_in{i}" for i in full)])
-    out.append(f"  if (!ppy::fused::operands_fit({same})) return at::Tensor();")
+        candidates = ", ".join(f"&ppy_in{i}" for i in rows)
+        lead = f"ppy::fused::widest({{{candidates}}})"
+    out.append(f"  const at::Tensor& ppy_lead = {lead};")
+    out.append("  if (!ppy::fused::operand_fits(ppy_lead)) return at::Tensor();")
+    for i in full:
+        if len(full) > 1 or rows:
+            out.append(f"  if (!ppy::fused::full_or_scalar(ppy_in{i}, ppy_lead.sizes())) return at::Tensor();")
     for i in rows:
         out.append(f"  if (!ppy::fused::row_fits(ppy_in{i}, ppy_lead.sizes())) return at::Tensor();")
     for i, v in enumerate(chain.numbers):
@@ -356,20 +366,26 @@ def chain_cpp(chain: Chain, name: str) -> list[str]:
         out.append(f"  const float* p{i} = ppy_in{i}.const_data_ptr<float>();")
     for i in rows:
         out.append(f"  const int64_t period{i} = ppy_in{i}.numel();")
+    for i in scalars:  # a 0-dim leaf: a block of its value, read at every block
+        out.append(f"  alignas(64) float z{i}[ppy::fused::kBlock];")
+        out.append(f"  const bool scalar{i} = ppy_in{i}.dim() == 0;")
+        out.append(f"  if (scalar{i}) ppy::fused::fill_scalar(z{i}, ppy_in{i});")
     for i in range(len(chain.numbers)):
         out.append(f"  const ppy::fused::Bcast b{i}{{static_cast<float>(ppy_num{i})}};")
     out.append("  ppy::fused::for_each_block(n, grain, ppy::fused::kVecStep, [&](int64_t i, int64_t nv, int64_t nt) {")
     for i in rows:  # a row operand's elements at this block's positions, repeated where it is broadcast
         out.append(f"    alignas(64) float r{i}[ppy::fused::kBlock];")
         out.append(f"    const float* q{i} = ppy::fused::row_at(r{i}, p{i}, period{i}, n, i, nv + nt);")
-    out += ["    " + line for line in _passes(chain, tensor_index, number_index)]
+    for i in scalars:
+        out.append(f"    const float* q{i} = scalar{i} ? z{i} : p{i} + i;")
+    out += ["    " + line for line in _passes(chain, tensor_index, number_index, {*rows, *scalars})]
     out.append("  });")
     out.append("  return ppy_result;")
     out.append("}")
     return out
 
 
-def _passes(chain: Chain, tensor_index: dict[str, int], number_index: dict[str, int]) -> list[str]:
+def _passes(chain: Chain, tensor_index: dict[str, int], number_index: dict[str, int], moved: set[int]) -> list[str]:
     """The block body: register passes (map) between the block ops, each value stored where it must be."""
     by_target = {n.target.name: n for n in chain.nodes}
     root = chain.root.target.name
@@ -391,10 +407,8 @@ def _passes(chain: Chain, tensor_index: dict[str, int], number_index: dict[str, 
         """The lambda's parameter for a leaf (adding it to `args`), or a constant."""
         if isinstance(o, Number):
             return f"T({_float_literal(o.value)})"
-        if o.name in chain.rows:
-            src = f"q{tensor_index[o.name]}"
-        elif o.name in tensor_index:
-            src = f"p{tensor_index[o.name]} + i"
+        if o.name in tensor_index:
+            src = _leaf_at(tensor_index[o.name], moved)
         elif o.name in number_index:
             src = f"b{number_index[o.name]}"
         else:  # a stored value of the chain
@@ -413,7 +427,7 @@ def _passes(chain: Chain, tensor_index: dict[str, int], number_index: dict[str, 
         name = n.target.name
         if n.op.block:
             (operand,) = n.operands
-            src = stored[operand.name] if operand.name in stored else f"p{tensor_index[operand.name]} + i"
+            src = stored[operand.name] if operand.name in stored else _leaf_at(tensor_index[operand.name], moved)
             lines.append(f"ppy::fused::{n.op.struct}::block({stored[name]}, {src}, nv + nt);")
         elif name in stored:
             args: list[str] = []
@@ -424,6 +438,11 @@ def _passes(chain: Chain, tensor_index: dict[str, int], number_index: dict[str, 
             lines.append(f"  return {body};")
             lines.append(f"}}, {', '.join(args)});")
     return lines
+
+
+def _leaf_at(k: int, moved: set[int]) -> str:
+    """Tensor leaf k at the block's positions: its data, or (a row, a 0-dim leaf) the block made for it."""
+    return f"q{k}" if k in moved else f"p{k} + i"
 
 
 def call_cpp(chain: Chain) -> str:

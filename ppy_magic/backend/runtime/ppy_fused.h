@@ -466,12 +466,12 @@ struct Tanh {
 
 // ---- Operands a chain takes ------------------------------------------------------------------------
 
-// A defined, contiguous, strided float32 CPU tensor of at least one dimension, recorded
-// by no autograd graph, and no dispatch key beyond a plain CPU tensor's (CPU, ADInplaceOrView, AutogradCPU,
-// AutocastCPU; an inference tensor has fewer): what eager
-// runs through vectorized_loop with a fresh contiguous output of its shape.
-inline bool operand_fits(const at::Tensor& t) {
-  if (!t.defined() || t.layout() != at::kStrided || t.scalar_type() != at::kFloat || !t.is_cpu() || t.dim() == 0 ||
+// A defined, contiguous, strided float32 CPU tensor recorded by no autograd graph, and no dispatch key
+// beyond a plain CPU tensor's (CPU, ADInplaceOrView, AutogradCPU, AutocastCPU; an inference tensor has
+// fewer); with at least one dimension (operand_fits), what eager runs through vectorized_loop with a
+// fresh contiguous output of its shape.
+inline bool plain_operand(const at::Tensor& t) {
+  if (!t.defined() || t.layout() != at::kStrided || t.scalar_type() != at::kFloat || !t.is_cpu() ||
       !t.is_contiguous() || t.is_conj() || t.is_neg() || t._is_zerotensor()) {
     return false;
   }
@@ -484,6 +484,32 @@ inline bool operand_fits(const at::Tensor& t) {
   const uint64_t extra = (t.key_set() - plain).raw_repr() & ~c10::backend_bitset_mask.raw_repr();
   return t.key_set().has(c10::DispatchKey::CPU) && extra == 0;
 }
+inline bool operand_fits(const at::Tensor& t) {
+  return t.dim() > 0 && plain_operand(t);
+}
+// A 0-dim operand that is not NaN: vectorized_loop takes it as it takes a Python number (a scalar
+// operand broadcast into a vector, read as itself in the tail), so a chain reads it from a buffer
+// filled with its value. NaN is left out as NaN numbers are (the tail's epilogue was not measured).
+inline bool scalar_fits(const at::Tensor& t) {
+  return t.defined() && t.dim() == 0 && plain_operand(t) && !std::isnan(*t.const_data_ptr<float>());
+}
+// An operand of the chain's shape `full`, or a 0-dim one.
+inline bool full_or_scalar(const at::Tensor& t, at::IntArrayRef full) {
+  return t.dim() == 0 ? scalar_fits(t) : operand_fits(t) && t.sizes() == full;
+}
+// Of operands that have the chain's shape or none, the first that has one.
+inline const at::Tensor& first_shaped(std::initializer_list<const at::Tensor*> ts) {
+  for (const at::Tensor* t : ts) {
+    if (t->defined() && t->dim() > 0) {
+      return *t;
+    }
+  }
+  return **ts.begin();
+}
+// A kBlock buffer of one 0-dim operand's value.
+inline void fill_scalar(float* buf, const at::Tensor& t) {
+  std::fill(buf, buf + kBlock, *t.const_data_ptr<float>());
+}
 // Every operand fits, and all have the first one's shape.
 template <class... T>
 inline bool operands_fit(const at::Tensor& first, const T&... rest) {
@@ -491,8 +517,12 @@ inline bool operands_fit(const at::Tensor& first, const T&... rest) {
 }
 
 // A row operand: an operand that fits, with `full`'s trailing sizes after leading ones of size 1 (a
-// bias of the chain's last dimensions), or `full` itself. Eager broadcasts it over the leading sizes.
+// bias of the chain's last dimensions), or `full` itself, or a 0-dim one. Eager broadcasts it over the
+// leading sizes.
 inline bool row_fits(const at::Tensor& t, at::IntArrayRef full) {
+  if (t.dim() == 0) {
+    return scalar_fits(t);  // a row of one element
+  }
   if (!operand_fits(t) || t.dim() > static_cast<int64_t>(full.size())) {
     return false;
   }
