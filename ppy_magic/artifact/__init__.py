@@ -17,7 +17,7 @@ and ``ppy_magic.artifact.PpyArtifactWarning`` is documented: both stay here.
 
 from __future__ import annotations
 
-from .export import export_regions, regions_in
+from .export import check_module_name, export_regions, regions_in
 from .load import ArtifactBinder, exec_program, open_artifact
 from .manifest import (
     FORMAT,
@@ -44,6 +44,7 @@ __all__ = [
     "build_command",
     "build_program",
     "exec_program",
+    "check_module_name",
     "export_regions",
     "open_artifact",
     "regions_in",

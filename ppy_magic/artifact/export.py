@@ -52,6 +52,16 @@ def regions_in(namespace: dict[str, Any], names: list[str]) -> list[Any]:
     return out
 
 
+def check_module_name(name: str) -> None:
+    """An artifact's module name is a Python identifier of its own (checked before anything else)."""
+    if not name.isidentifier() or name in sys.stdlib_module_names:
+        raise ArtifactError(
+            f"'{name}' cannot be a module name of its own: use a Python identifier that "
+            "is not a standard library module"
+        )
+    check_stem(name, "the module name")
+
+
 def export_regions(name: str, functions: list[Any], out_dir: str | None = None, *, cache: backend.Cache) -> Written:
     """Write the artifact of regions bound in this process, importable as `name`.
 
@@ -59,12 +69,7 @@ def export_regions(name: str, functions: list[Any], out_dir: str | None = None, 
     globals those functions read (modules, numbers, importable functions), with
     the values the regions froze at compile time.
     """
-    if not name.isidentifier() or name in sys.stdlib_module_names:
-        raise ArtifactError(
-            f"'{name}' cannot be a module name of its own: use a Python identifier that "
-            "is not a standard library module"
-        )
-    check_stem(name, "the module name")
+    check_module_name(name)
     out_dir = check_output(out_dir or default_output(name))
     header: dict[str, str] = {}  # global name -> the statement that binds it
     values: dict[str, Any] = {}

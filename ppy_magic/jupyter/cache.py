@@ -81,6 +81,7 @@ class CacheMagics(Magics):
 
         args = self.ppy_export.parser.parse_intermixed_args(arg_split(line))  # UsageError on bad input
         try:
+            artifact.check_module_name(args.name)  # a bad name first, whatever the kernel holds
             functions = artifact.regions_in(self.shell.user_ns, args.functions)
             written = artifact.export_regions(args.name, functions, args.output, cache=self.options.cache)
         except artifact.ArtifactError as err:
