@@ -333,8 +333,9 @@ def chain_cpp(chain: Chain, name: str) -> list[str]:
     out.append(f"static at::Tensor {name}({', '.join(params)}) {{")
     rows = [i for i, v in enumerate(chain.tensors) if v.name in chain.rows]
     full = [i for i in range(len(chain.tensors)) if i not in rows]
-    # Leaves that may be 0-dim (read as a Python number is): any but a lone leaf of the chain's shape.
-    scalars = full if len(full) > 1 or (full and rows) else []
+    # Leaves that may be 0-dim (read as a Python number is): any but a lone leaf of the chain's shape,
+    # which is the chain's shape itself.
+    scalars = full if len(full) > 1 else []
     out.append("  if (!ppy::fused::capability_matches()) return at::Tensor();")
     if len(full) > 1:  # the chain's shape: a leaf that is never a row (the first with a shape), else the widest
         candidates = ", ".join(f"&ppy_in{i}" for i in full)
@@ -346,9 +347,8 @@ def chain_cpp(chain: Chain, name: str) -> list[str]:
         lead = f"ppy::fused::widest({{{candidates}}})"
     out.append(f"  const at::Tensor& ppy_lead = {lead};")
     out.append("  if (!ppy::fused::operand_fits(ppy_lead)) return at::Tensor();")
-    for i in full:
-        if len(full) > 1 or rows:
-            out.append(f"  if (!ppy::fused::full_or_scalar(ppy_in{i}, ppy_lead.sizes())) return at::Tensor();")
+    for i in scalars:
+        out.append(f"  if (!ppy::fused::full_or_scalar(ppy_in{i}, ppy_lead.sizes())) return at::Tensor();")
     for i in rows:
         out.append(f"  if (!ppy::fused::row_fits(ppy_in{i}, ppy_lead.sizes())) return at::Tensor();")
     for i, v in enumerate(chain.numbers):

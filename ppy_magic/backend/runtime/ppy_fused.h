@@ -510,11 +510,6 @@ inline const at::Tensor& first_shaped(std::initializer_list<const at::Tensor*> t
 inline void fill_scalar(float* buf, const at::Tensor& t) {
   std::fill(buf, buf + kBlock, *t.const_data_ptr<float>());
 }
-// Every operand fits, and all have the first one's shape.
-template <class... T>
-inline bool operands_fit(const at::Tensor& first, const T&... rest) {
-  return operand_fits(first) && ((operand_fits(rest) && rest.sizes() == first.sizes()) && ...);
-}
 
 // A row operand: an operand that fits, with `full`'s trailing sizes after leading ones of size 1 (a
 // bias of the chain's last dimensions), or `full` itself, or a 0-dim one. Eager broadcasts it over the
