@@ -10,6 +10,7 @@ Skipped where eager's kernels are not AVX512 (the fused formulas are those; leve
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -159,12 +160,21 @@ LENGTHS = [1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 80] + [
 ]
 
 
+@contextlib.contextmanager
+def _threads(n: int):
+    """PyTorch's thread count set to `n` while the block runs, restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("threads", (1, 2))
 def test_chains_are_eagers_bits(ns, threads):
     gen = torch.Generator().manual_seed(threads)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with _threads(threads):
         for n in LENGTHS:
             x, y = _inputs(n, gen)
             with torch.no_grad():
@@ -174,8 +184,6 @@ def test_chains_are_eagers_bits(ns, threads):
                 _same(ns["shared"](x), shared(x))
             with torch.inference_mode():
                 _same(ns["gelu"](x.reshape(1, n)), gelu(x.reshape(1, n)))
-    finally:
-        torch.set_num_threads(before)
     assert ns["gelu"].fallbacks == 0 and ns["mixed"].fallbacks == 0
 
 
@@ -241,17 +249,12 @@ ROW_CASES = [((m, n), (n,)) for m in (1, 3, 64) for n in (1, 15, 16, 17, 33, 100
 def test_row_operands_are_eagers_bits(ns, threads):
     """A bias row broadcast into add (and a value made from rows alone, into sub), fused: eager's bits."""
     gen = torch.Generator().manual_seed(11 + threads)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with torch.no_grad():
-            for full, row in ROW_CASES:
-                h, b, c = _special(full, gen), _special(row, gen), _special(row, gen)
-                _same(ns["rows"](h, b, c), rows(h, b, c))
-                x, w = torch.randn(full[:-1] + (8,), generator=gen), torch.randn(8, full[-1], generator=gen)
-                _same(ns["biased"](x, w, b), biased(x, w, b))
-    finally:
-        torch.set_num_threads(before)
+    with _threads(threads), torch.no_grad():
+        for full, row in ROW_CASES:
+            h, b, c = _special(full, gen), _special(row, gen), _special(row, gen)
+            _same(ns["rows"](h, b, c), rows(h, b, c))
+            x, w = torch.randn(full[:-1] + (8,), generator=gen), torch.randn(8, full[-1], generator=gen)
+            _same(ns["biased"](x, w, b), biased(x, w, b))
     assert ns["rows"].fallbacks == 0 and ns["biased"].fallbacks == 0
 
 
@@ -282,19 +285,14 @@ def test_row_operands_fuse_and_others_run_op_by_op(ns):
 def test_comparisons_and_where_are_eagers_bits(ns, threads):
     """Comparisons as where's condition: NaN, ±0, ±inf and equal pairs on both sides, numbers too."""
     gen = torch.Generator().manual_seed(21 + threads)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with torch.no_grad():
-            for n in LENGTHS:
-                x, y = _inputs(n, gen)
-                y[: n // 2] = y[: n // 2].flip(0)
-                y[::3] = x[::3]  # equal pairs, NaN pairs among them
-                for t in (0.5, -0.0, math.inf):
-                    _same(ns["select"](x, y, t), select(x, y, t))
-                _same(ns["masks"](x, y), masks(x, y))
-    finally:
-        torch.set_num_threads(before)
+    with _threads(threads), torch.no_grad():
+        for n in LENGTHS:
+            x, y = _inputs(n, gen)
+            y[: n // 2] = y[: n // 2].flip(0)
+            y[::3] = x[::3]  # equal pairs, NaN pairs among them
+            for t in (0.5, -0.0, math.inf):
+                _same(ns["select"](x, y, t), select(x, y, t))
+            _same(ns["masks"](x, y), masks(x, y))
     assert ns["select"].fallbacks == 0
 
 
@@ -303,18 +301,13 @@ def test_0_dim_operands_are_read_as_numbers(ns, threads):
     """A 0-dim float32 tensor in any position (mul, which is position-dependent, too) is read as eager's
     loop reads a Python number; a NaN one, a 0-dim double, or all of them 0-dim run op by op."""
     gen = torch.Generator().manual_seed(31 + threads)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
     values = [torch.tensor(v) for v in (0.5, -3.0, math.inf, -0.0, 1e-40, math.nan)] + [torch.tensor(2.0).double()]
-    try:
-        with torch.no_grad():
-            for n in LENGTHS:
-                x, y = _inputs(n, gen)
-                for t in values:
-                    for args in ((x, t, y), (t, x, y), (t, t, x), (x, x[:1].reshape(()).clone(), t), (t, t, t)):
-                        _same(ns["scaled"](*args), scaled(*args))
-    finally:
-        torch.set_num_threads(before)
+    with _threads(threads), torch.no_grad():
+        for n in LENGTHS:
+            x, y = _inputs(n, gen)
+            for t in values:
+                for args in ((x, t, y), (t, x, y), (t, t, x), (x, x[:1].reshape(()).clone(), t), (t, t, t)):
+                    _same(ns["scaled"](*args), scaled(*args))
     x, y = _inputs(1000, gen)
     assert not _aten_ops(ns["scaled"], x, torch.tensor(0.5), y) & {"aten::mul", "aten::sigmoid", "aten::add"}
     assert _aten_ops(ns["scaled"], x, torch.tensor(math.nan), y) & {"aten::mul", "aten::mul_"}
@@ -342,13 +335,8 @@ def test_disagreeing_chunks_are_refused(ns):
     assert differing.numel() >= 31
     x = torch.randn(n, generator=gen)
     x[16352:16383] = differing[:31]
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        with torch.no_grad():
-            _same(ns["two_grains"](x), two_grains(x))
-    finally:
-        torch.set_num_threads(before)
+    with _threads(2), torch.no_grad():
+        _same(ns["two_grains"](x), two_grains(x))
 
 
 def test_explain_names_chains_and_what_stays_out(ns):
