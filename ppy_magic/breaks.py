@@ -219,9 +219,14 @@ class Splitter:
         """A segment's own compile failed: its statement joins the breaks, and the function is split again.
         The call runs the segment's Python body (False)."""
         with self._lock:
+            part = next((p for p in self.parts if p.region is part_region), None)
+            if part is not None and getattr(failure, "unbound", None) in part.segment.unbound:
+                # The form of the segment for calls where the name has no value reads it: Python raises there.
+                why = f"'{failure.unbound}' has no value on this path: its Python body raises UnboundLocalError"
+                self.left.append((part.segment.first_line, part.segment.last_line, why))
+                return False
             if self.add_break(failure):
                 return False
-            part = next((p for p in self.parts if p.region is part_region), None)
             if part is None:
                 return False
             if getattr(failure, "statement", None) is part.segment.node.body[-1] and not part.segment.returns:
@@ -307,8 +312,9 @@ class Splitter:
         for p in self.parts:
             lines.append(
                 f"  segment at {p.lines} ({', '.join(p.segment.ins) or 'no inputs'} -> "
-                f"{'its result' if p.segment.returns else ', '.join(p.segment.outs) or 'nothing'}): "
-                f"{p.status()}"
+                f"{'its result' if p.segment.returns else ', '.join(p.segment.outs) or 'nothing'})"
+                + _no_value(p.segment.unbound)
+                + f": {p.status()}"
             )
         return lines
 
@@ -358,3 +364,10 @@ def _function(module: ast.Module, fn: Callable, cells: dict[str, Any], defaults:
 
 
 __all__ = ["Part", "Splitter"]
+
+
+def _no_value(names: tuple[str, ...]) -> str:
+    """What a form of a segment is for (``Segment.unbound``), or nothing."""
+    if not names:
+        return ""
+    return f" where {' and '.join(map(repr, names))} {'has' if len(names) == 1 else 'have'} no value"

@@ -167,6 +167,29 @@ def maybe_unbound(x, flag: bool):
 
 
 @ppy.opt(3)
+def unbound_on_a_path(x, cache, cross: bool):
+    meta = {"n": x.shape[0]}
+    if cache is not None:
+        cur = cache * meta["n"]
+    if cross:
+        y = torch.sigmoid(cur) * x
+    else:
+        y = torch.tanh(x) * 2
+    return y + 1
+
+
+DEBUG = False
+LIMIT = 3
+
+
+@ppy.opt(3)
+def shadowed_in_a_dead_branch(x):
+    if DEBUG:
+        LIMIT = 10
+    return x * LIMIT
+
+
+@ppy.opt(3)
 def unread_name(x, flag: bool):
     if flag:
         y, _ = x.chunk(2)
@@ -321,6 +344,7 @@ CASES = {
     "kinds_from_python": lambda: (x44(), True),
     "maybe_unbound": lambda: (x44(), True),
     "unread_name": lambda: (x44(), True),
+    "unbound_on_a_path": lambda: (x44(), None, False),  # `cur` has no value: the form without it is a region
     "sizes_cross": lambda: (x44(),),
     "fresh_name": lambda: (x44(), True),
     "read_before_bound": lambda: (x44(), True),  # UnboundLocalError, as in Python
@@ -390,6 +414,41 @@ def test_a_name_only_the_run_binds_is_not_passed_in_and_its_reads_are_checked(se
         assert differences(f, (x44(), flag)) == []
     with pytest.raises(UnboundLocalError):
         settled["read_before_bound"](x44(), True)
+
+
+def test_a_name_unbound_on_some_paths_is_passed_where_bound_and_a_region_reads_none_where_not(settled):
+    """`cur` is bound only when a cache is given: the run reading it has a form for each case (the driver
+    tries the name), each a region; where a path reads it unbound, Python raises UnboundLocalError there."""
+    f = settled["unbound_on_a_path"]
+    settle(f, lambda: (f(x44(), torch.randn(4, 4), True), f(x44(), torch.randn(4, 4), False)))
+    text = str(ppy_magic.explain(f))
+    forms = [line for line in text.splitlines() if line.strip().startswith("segment at lines 150-154")]
+    assert len(forms) == 2 and all(": region (" in line for line in forms), text
+    assert sum("where 'cur' has no value" in line for line in forms) == 1, text
+    assert "may be unbound" not in text, text
+    for cache, cross in ((None, False), (torch.randn(4, 4), True), (torch.randn(4, 4), False)):
+        assert differences(f, (x44(), cache, cross)) == []
+    calls = sum(p.calls for p in f.__ppy_parts__)
+    f(x44(), None, False)
+    f(x44(), torch.randn(4, 4), True)
+    assert sum(p.calls for p in f.__ppy_parts__) > calls + 2  # both forms ran as regions
+    with pytest.raises(UnboundLocalError, match="'cur'") as info:
+        f(x44(), None, True)
+    assert any(fr.lineno == 151 for fr in traceback.extract_tb(info.tb) if fr.filename == FILENAME)
+    assert differences(f, (x44(), None, True)) == []
+
+
+def test_a_name_bound_only_in_a_branch_decided_when_compiling_is_still_a_local(cell):
+    """`LIMIT = 10` under `if DEBUG:` (False) makes LIMIT a local of the function, unbound where it is read:
+    Python raises UnboundLocalError; a region must not read the global instead."""
+    ns, _ = cell
+    f = ns["shadowed_in_a_dead_branch"]
+    for _ in range(3):
+        with pytest.raises(UnboundLocalError):
+            f(torch.randn(3))
+        ppy_magic.wait(timeout=600)
+    with pytest.raises(UnboundLocalError):
+        f.__wrapped__(torch.randn(3))
 
 
 def test_sizes_cross_into_python_as_what_python_has_there(cell, settled):

@@ -53,7 +53,9 @@ class ExpressionCompiler:
     def value(self, node: ast.expr) -> Any:
         v = self.visit(node)
         if isinstance(v, Unbound):
-            raise self.error(node, f"'{v.name}' may be unbound here: {v.why}")
+            err = self.error(node, f"'{v.name}' may be unbound here: {v.why}")
+            err.unbound = v.name  # a segment's form for a name with no value reads it: Python raises (breaks.py)
+            raise err
         if isinstance(v, PendingObject):
             raise self.pending_error(node, v)
         if isinstance(v, MaybeBound):  # bound by a loop that may have run zero times: Python checks

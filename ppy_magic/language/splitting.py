@@ -23,6 +23,7 @@ import ast
 import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import hoisting
 from .liveness import (
@@ -39,6 +40,12 @@ from .liveness import (
     walrus,
 )
 
+# Names that may be unbound where a run starts, taken by one form of its segment per case (2**n forms).
+MAX_UNBOUND = 2
+# A statement reading such names between statements that stay Python is a segment of its own only when it
+# makes at least this many calls: a region's call costs about as much as a few Python-level calls, and
+# a small statement of Python objects (``x = default(x, y)``) is no faster as a region.
+ALONE_MIN_CALLS = 4
 COMPOUND = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -61,6 +68,8 @@ class Segment:
     # It takes the function's **kwargs as keywords: its other inputs are positional-only (a keyword the call
     # passed on may share a name with one of them); ``python_node`` is it so, as Python runs it.
     keywords: bool = False
+    # Names read by the run that have no value where it starts in this form of it (``_Splitter.either``).
+    unbound: tuple[str, ...] = ()
 
     def python_node(self) -> ast.FunctionDef:
         if not self.keywords:
@@ -388,9 +397,12 @@ class _Splitter:
                 if piece:
                     out += self.segment(piece, piece_bound, in_loop)
                     piece = []
-                why = f"'{sorted(set(read([st])) & unbound)[0]}' may be unbound here"
-                self.python.append((st.lineno, st.end_lineno or st.lineno, why))
-                out.append(st)
+                if _calls(st) >= ALONE_MIN_CALLS:
+                    out += self.segment([st], bound, in_loop, alone=True)  # its forms, or Python
+                else:
+                    why = f"'{sorted(set(read([st])) & unbound)[0]}' may be unbound here"
+                    self.python.append((st.lineno, st.end_lineno or st.lineno, why))
+                    out.append(st)
             else:
                 if not piece:
                     piece_bound = bound
@@ -403,9 +415,10 @@ class _Splitter:
             out += self.segment(piece, piece_bound, in_loop)
         return out
 
-    def segment(self, run: list[ast.stmt], bound: set[str], in_loop: bool) -> list[ast.stmt]:
-        """The driver's call of a new segment for `run`, or `run` itself where it must stay Python."""
-        first, last = run[0].lineno, run[-1].end_lineno or run[-1].lineno
+    def segment(self, run: list[ast.stmt], bound: set[str], in_loop: bool, alone: bool = False) -> list[ast.stmt]:
+        """The driver's call of a new segment for `run`, or `run` itself where it must stay Python. `alone`:
+        a statement reading names that may be unbound, which stays Python unless its forms take them."""
+        first = run[0].lineno
         returns = always_exits(run)
         inside = read(run)
         assigned = stored(run) & self.locals
@@ -434,13 +447,72 @@ class _Splitter:
         }
         needed -= fresh
         unbound = sorted(n for n in needed if n not in bound)
-        if unbound:
-            return self.around_unbound(run, bound, in_loop, set(unbound))
         if not any(_does_something(st) for st in run):
             return run  # nothing worth a call: `pass`, a bare name, a docstring
+        if unbound and not self.passes_if_bound(unbound, outs, passed_through, own):
+            if alone:
+                self.python.append((first, run[-1].end_lineno or first, f"'{unbound[0]}' may be unbound here"))
+                return run
+            return self.around_unbound(run, bound, in_loop, set(unbound))
+        if unbound:
+            return [self.either(run, needed, outs, returns, unbound, assigned)]
+        return [self.segment_call(run, needed, outs, returns, assigned)]
+
+    def passes_if_bound(self, unbound: list[str], outs: list[str], passed_through: set[str], own: Any) -> bool:
+        """Whether the run can take each of the names that may be unbound where it starts as bound or not:
+        at most MAX_UNBOUND of them (a form of the segment per case), none returned unless the run binds it
+        on every path (a segment returning an unbound name would raise where Python does not)."""
+        return len(unbound) <= MAX_UNBOUND and all(
+            n not in passed_through and (n not in outs or (isinstance(own, set) and n in own)) for n in unbound
+        )
+
+    def either(
+        self, run: list[ast.stmt], needed: set[str], outs: list[str], returns: bool, unbound: list[str], assigned: set
+    ) -> ast.stmt:
+        """The call of one form of the segment per case of `unbound` (names that may be unbound where the run
+        starts): the driver tries reading each (``try: name`` / ``except NameError``) and calls the form that
+        takes the bound ones; in the others the name is a local with no value, whose reads raise
+        UnboundLocalError where Python's do."""
+
+        def case(names: list[str], unbound_here: list[str]) -> list[ast.stmt]:
+            if not names:
+                return [self.segment_call(run, needed - set(unbound_here), outs, returns, assigned, unbound_here)]
+            name, rest = names[0], names[1:]
+            test = ast.Try(
+                body=[ast.Expr(value=ast.Name(id=name, ctx=ast.Load()))],
+                handlers=[
+                    ast.ExceptHandler(
+                        type=ast.Name(id="NameError", ctx=ast.Load()), name=None, body=case(rest, [*unbound_here, name])
+                    )
+                ],
+                orelse=case(rest, unbound_here),
+                finalbody=[],
+            )
+            return [test]
+
+        (stmt,) = case(unbound, [])
+        first, last = run[0].lineno, run[-1].end_lineno or run[-1].lineno
+        for n in ast.walk(stmt):
+            if isinstance(n, (ast.expr, ast.stmt, ast.excepthandler)) and not hasattr(n, "end_lineno"):
+                n.lineno, n.col_offset = first, run[0].col_offset
+                n.end_lineno, n.end_col_offset = last, run[-1].end_col_offset or 0
+        return stmt
+
+    def segment_call(
+        self,
+        run: list[ast.stmt],
+        needed: set[str],
+        outs: list[str],
+        returns: bool,
+        assigned: set[str],
+        unbound_here: list[str] = (),
+    ) -> ast.stmt:
+        """A new segment for `run` taking `needed`, and the driver's statement calling it. `unbound_here`:
+        names the run reads that have no value where it starts in this form (locals of the segment)."""
+        first, last = run[0].lineno, run[-1].end_lineno or run[-1].lineno
         params = sorted(needed, key=lambda n: (n != _self_name(self.fn), n))
         name = f"{self.prefix}{len(self.segments)}"
-        body = list(run)
+        body = [_declared_unbound(n, run[0]) for n in unbound_here if n not in assigned] + list(run)
         if not returns:
             body.append(ast.Return(value=_names_value(outs)))
         # The function's **kwargs, read and not rebound by the run: passed on as keywords (a region takes
@@ -465,7 +537,9 @@ class _Splitter:
         )
         _locate(node, self.fn)
         ins = (*params, star) if keywords else params
-        self.segments.append(Segment(name, node, tuple(ins), tuple(outs), returns, first, last, keywords))
+        self.segments.append(
+            Segment(name, node, tuple(ins), tuple(outs), returns, first, last, keywords, tuple(unbound_here))
+        )
         call = ast.Call(
             func=ast.Name(id=name, ctx=ast.Load()),
             args=[ast.Name(id=p, ctx=ast.Load()) for p in params],
@@ -484,7 +558,20 @@ class _Splitter:
             if hasattr(n, "lineno") or isinstance(n, (ast.expr, ast.stmt)):
                 n.lineno, n.col_offset = first, run[0].col_offset
                 n.end_lineno, n.end_col_offset = last, run[-1].end_col_offset or 0
-        return [stmt]
+        return stmt
+
+
+def _declared_unbound(name: str, at: ast.stmt) -> ast.stmt:
+    """``if False: name = None``: makes `name` a local of the segment that has no value (Python reads it as
+    one, and so does the region: a read raises UnboundLocalError), binding nothing."""
+    st = ast.If(
+        test=ast.Constant(value=False),
+        body=[ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=ast.Constant(value=None))],
+        orelse=[],
+    )
+    for n in ast.walk(st):
+        ast.copy_location(n, at)
+    return st
 
 
 _WORK = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Compare, ast.BoolOp, ast.AugAssign, ast.IfExp)
@@ -525,6 +612,10 @@ def binds(st: ast.stmt, names: list[str]) -> bool:
 
 def _reads_any(st: ast.stmt, names: set[str]) -> bool:
     return bool(set(read([st])) & names)
+
+
+def _calls(st: ast.stmt) -> int:
+    return sum(isinstance(n, ast.Call) for n in ast.walk(st))
 
 
 def _does_something(st: ast.stmt) -> bool:

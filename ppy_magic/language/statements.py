@@ -17,6 +17,7 @@ from typing import Any
 from . import adapters, ir, ops
 from .ir import Kind
 from .lists import LIST_METHODS, RuntimeListNeeded
+from .liveness import stored
 from .modules import dotted
 from .namespace import static_value
 from .values import (
@@ -334,6 +335,9 @@ class StatementCompiler:
         narrowed = self.narrowing(node.test)
         test = self.truth(node.test)
         if isinstance(test, ir.Const):  # decided at compile time: only the taken branch exists
+            dropped = node.orelse if test.value else node.body
+            for name in sorted(stored(dropped) - self.locals.keys()):
+                self.locals[name] = Unbound(name)  # still a local of the function, as Python has it: no value
             self.compile_body(node.body if test.value else node.orelse)
             return
         self.branch(node, test, node.body, node.orelse, narrowed)
