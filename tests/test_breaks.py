@@ -232,6 +232,14 @@ def sizes_cross(x):
 
 
 @ppy.opt(3)
+def sizes_into_a_region(x, extra):
+    shape = x.shape
+    note(shape)
+    rows = shape[:-1] + extra
+    return x.reshape(-1, shape[-1]).sum(0), rows, shape[1:]
+
+
+@ppy.opt(3)
 def uses_global_stmt(x):
     global SCALE
     d = {"x": x}
@@ -346,6 +354,7 @@ CASES = {
     "unread_name": lambda: (x44(), True),
     "unbound_on_a_path": lambda: (x44(), None, False),  # `cur` has no value: the form without it is a region
     "sizes_cross": lambda: (x44(),),
+    "sizes_into_a_region": lambda: (x44(), (2,)),
     "fresh_name": lambda: (x44(), True),
     "read_before_bound": lambda: (x44(), True),  # UnboundLocalError, as in Python
     "reads_a_dict": lambda: (x44(), torch.randn(4, 4)),
@@ -465,6 +474,28 @@ def test_sizes_cross_into_python_as_what_python_has_there(cell, settled):
     assert [type(v) for v in got] == [type(v) for v in want] == [torch.Size, torch.Size, tuple]
     assert [repr(v) for v in got] == [repr(v) for v in want]
     assert after.fallbacks == before.fallbacks and after.calls > before.calls  # the regions returned them
+
+
+def test_a_size_crosses_into_a_region_as_a_size_and_a_tuple_is_not_taken_for_one(settled):
+    """`shape` (a torch.Size) is an input of the run after the break: the region takes it, and what it makes
+    of it (`shape[:-1] + extra`, a slice) is a torch.Size as in Python. A plain tuple where the region took a
+    Size runs the segment's Python body (its `+` makes a tuple)."""
+    f = settled["sizes_into_a_region"]
+    text = str(ppy_magic.explain(f))
+    assert "Size, which a region does not take" not in text, text
+    (part,) = [p for p in f.__dict__["__ppy_split__"].parts if "shape" in p.segment.ins]
+    assert part.status().startswith("region ("), text
+    calls = part.region.calls
+    assert differences(f, (x44(), (2,))) == []
+    got = f(x44(), (2,))
+    assert type(got[1]) is torch.Size and type(got[2]) is torch.Size
+    assert part.region.calls > calls
+    values = {"x": x44(), "extra": (2,)}
+    fallbacks = part.region.fallbacks
+    for shape in (torch.Size([4, 4]), (4, 4)):
+        out = part.region(*[values.get(n, shape) for n in part.segment.ins])
+        assert type(out[1]) is type(shape) and out[1] == (4, 2)
+    assert part.region.fallbacks == fallbacks + 1  # the tuple's call ran the Python body
 
 
 def test_a_loop_without_a_break_stays_in_cpp_and_one_with_a_break_runs_its_body_as_regions(settled):

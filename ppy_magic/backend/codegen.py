@@ -128,7 +128,7 @@ def _param_decl(p: ir.Param, i: int) -> str:
         return f"const at::ScalarType {n} = static_cast<at::ScalarType>({arg}.i);"
     if p.kind == Kind.DEVICE:
         return f"const at::Device {n} = {arg}.device;"
-    if p.kind == Kind.INTS:
+    if p.kind in (Kind.INTS, Kind.SIZE):
         return f"const std::vector<int64_t>& {n} = *{arg}.ints;"
     ctype = cpp.cpp_type(p.kind)
     if p.kind == Kind.TENSOR:

@@ -117,6 +117,8 @@ def argument(value: Any, constant_scalars: bool) -> tuple[str, Any]:
         return "constant", value
     if t is tuple and all(type(v) is int for v in value):
         return ("constant", value) if constant_scalars or not value else ("kind", Kind.INTS)
+    if t is torch.Size:  # a tensor's sizes: a tuple whose `+` and slices are torch.Size again
+        return "kind", Kind.SIZE
     if t in (list, tuple) and value and all(type(v) in (torch.Tensor, torch.nn.Parameter) for v in value):
         return "kind", Kind.TENSORS
     if t is list and all(type(v) is int for v in value):

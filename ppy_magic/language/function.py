@@ -483,7 +483,7 @@ def _translate_once(
             continue
         if kind in ir.VARIANTS:
             kind = ir.VARIANTS[kind][1]
-        var = comp.new_var(arg.arg, kind)
+        var = comp.new_var(arg.arg, kind) if kind != Kind.SIZE else comp.sized(comp.new_var(arg.arg, Kind.INTS))
         if extra and var.name != arg.arg:  # the runtime finds an extra keyword's parameter by its name
             raise comp.error(fn, f"the keyword '{arg.arg}' passed into **{a.kwarg.arg} cannot name a parameter")
         comp.locals[arg.arg] = var

@@ -30,6 +30,7 @@ class Kind(str, Enum):
     STR = "s"
     DTYPE = "d"
     INTS = "I"  # a sequence of ints known at run time (sizes)
+    SIZE = "Z"  # a parameter holding exactly a torch.Size (its variable is INTS, a Size in Python: Var.size)
     TENSORS = "L"  # a list of tensors
     OPT_TENSOR = "O"  # a tensor or None
     DEVICE = "D"  # a torch.device (read from a tensor, or a parameter)
@@ -67,6 +68,7 @@ KIND_NAMES = {
     Kind.STR: "str",
     Kind.DTYPE: "torch.dtype",
     Kind.INTS: "a sequence of ints",
+    Kind.SIZE: "torch.Size",
     Kind.TENSORS: "a list of tensors",
     Kind.OPT_TENSOR: "Tensor | None",
     Kind.DEVICE: "torch.device",

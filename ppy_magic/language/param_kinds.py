@@ -182,4 +182,6 @@ def default_fits(kind: Kind | str, value: Any) -> bool:
         return type(value) in want
     if kind == Kind.INTS:
         return isinstance(value, (tuple, list)) and all(type(v) is int for v in value)
+    if kind == Kind.SIZE:
+        return type(value) is torch.Size
     return False

@@ -567,6 +567,12 @@ PyObject* attempt_variant(RegionFunction* self, RegionFunction* head, PyObject* 
           reason = "a device argument is neither a torch.device nor a str";
         }
         break;
+      case 'Z':  // exactly a torch.Size (a tuple's `+` and slices are tuples; a Size's are Sizes)
+        if (Py_TYPE(o) != &THPSizeType) {
+          reason = "a torch.Size argument is not a torch.Size";
+          break;
+        }
+        [[fallthrough]];
       case 'I': {  // a sequence of ints: a list, a tuple or a torch.Size
         if (!PyList_CheckExact(o) && !PyTuple_Check(o)) {
           reason = "a sizes argument is not a list or tuple of ints";
@@ -990,7 +996,8 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   self->kinds = new std::string(kinds);
   self->ret = new std::string(ret);
   self->device_mask = mask;
-  self->has_list = std::strchr(kinds, 'L') != nullptr || std::strchr(kinds, 'I') != nullptr;
+  self->has_list = std::strchr(kinds, 'L') != nullptr || std::strchr(kinds, 'I') != nullptr ||
+                   std::strchr(kinds, 'Z') != nullptr;
   self->check_unobserved = check_unobserved != 0;
   self->extras = extras;
   self->plan = nullptr;
