@@ -193,8 +193,9 @@ class Compiler:
         bound = reg
         for w in reversed(wrappers):
             bound = _rewrap(w, bound)
-        if not wrappers:
-            reg.__dict__["__ppy_compiles__"] = f  # what a region calling it inline checks (module_plan.h)
+        # What a region calling it inline checks (module_plan.h): this binding runs what the class's `f` runs
+        # (its wrappers' code around the region of the function they wrap), as the region does inline.
+        bound.__dict__["__ppy_compiles__"] = f
         return Compiled(name, bound, reg, wrapped_by=tuple(_wrapper_name(w) for w in wrappers))
 
     def _region(self, fn: types.FunctionType, owner: type | None) -> tuple[Any, str | None]:

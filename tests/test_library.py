@@ -69,6 +69,31 @@ def test_submodules_run_inline_in_their_callers_region(compiled):
     assert mlp.wrapped_by == () and mlp.region.calls == 0
 
 
+def test_a_decorators_wrapper_compiles_inline_with_the_function_its_closure_holds():
+    """`doubled` and `shifted` are wrapped by one decorator (the same wrapper code, two closures), Doubler's
+    forward by it too, Shifter's by one written as transformers' deprecate_kwarg is (an enum of actions, the
+    class's name, keywords tested by name): the caller's region runs each wrapper's code (decided when
+    compiling: no renamed keyword is passed) and the function its own closure holds, so each gives its own
+    result; the instances' own bindings are never called, and called on their own still rename and warn."""
+    torch.manual_seed(0)
+    model = lib.TwoWrapped()
+    eager = copy.deepcopy(model)
+    ppy_magic.compile(model)
+    x = torch.randn(3, 16)
+    with variants.blocking(), torch.no_grad():
+        for _ in range(3):
+            assert torch.equal(model(x), eager(x))
+    top = ppy_magic.library.compiled_methods(model)["forward"].region
+    assert top.__ppy_region__ and top.__dict__.get("__ppy_split__") is None, ppy_magic.explain(top)
+    for sub in (model.twice, model.lift):
+        done = ppy_magic.library.compiled_methods(sub)["forward"]
+        assert done.wrapped_by and done.region.calls == 0, ppy_magic.explain(model)
+    with variants.blocking(), torch.no_grad():  # called on their own, the wrappers still rename as they did
+        assert torch.equal(model.twice(inp=x), eager.twice(inp=x))
+        with pytest.warns(FutureWarning, match="`value` is deprecated for Shifter.forward"):
+            assert torch.equal(model.lift(value=x), eager.lift(value=x))
+
+
 def test_eval_train_and_gradients_are_eagers_bit_for_bit():
     model, eager = _model(), _model()
     ppy_magic.compile(model)
@@ -99,8 +124,11 @@ def test_keywords_into_kwargs_pass_through(compiled):
             assert _same(model(x, extra=torch.ones(1)), eager(x, extra=torch.ones(1)))
             # the decorator's own code still runs: it renames `hidden` before the region sees the call
             assert _same(model.blocks[0](hidden=x), eager.blocks[0](hidden=x))
-    block = ppy_magic.library.compiled_methods(model.blocks[0])["forward"].region
-    records = block.__dict__.get("__ppy_variant_records__", ())
+    # the blocks run inline in the model's region, through their wrapper: its variant takes the keyword
+    top = ppy_magic.library.compiled_methods(model)["forward"].region
+    records = [
+        r for p in [top, *getattr(top, "__ppy_parts__", ())] for r in p.__dict__.get("__ppy_variant_records__", ())
+    ]
     assert any("extra" in " ".join(r.specialised) for r in records), [str(r) for r in records]
 
 

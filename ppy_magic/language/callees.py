@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import CompileError
 from . import adapters, ir, param_kinds, source
 from .ir import Kind
-from .namespace import Globals, collect_globals, library_globals
+from .namespace import Globals, closure_globals, collect_globals, library_globals
 from .values import (
     CellFunction,
     Closure,
@@ -48,6 +48,8 @@ class CalleeCompiler:
             g = collect_globals(ast.Module(body=[], type_ignores=[]), target.__globals__)
         elif self.g.reaches(target) and source.is_plain(target):
             g = library_globals(target.__globals__, self.g.reach)  # the library a compiled model comes from
+        elif self.g.reaches(target) and (cells := source.closure_values(target)) is not None:
+            g = closure_globals(library_globals(target.__globals__, self.g.reach), cells)  # a decorator's wrapper
         else:
             return None
         found = source.definition(target)
@@ -114,7 +116,8 @@ class CalleeCompiler:
         display: str | None = None,
     ) -> Any:
         who = display or fdef.name
-        if not adapter and (fdef in self.ctx.stack or fdef is self.ctx.root):
+        # One def under two closures (a decorator's wrapper of two methods) is two functions: keyed by both.
+        if not adapter and ((id(fdef), id(g)) in self.ctx.stack or fdef is self.ctx.root):
             raise self.error(node, f"'{who}' calls itself; recursion is not supported in a region")
         args = [self.passed_on(a) for a in args]
         kwargs = {k: self.passed_on(v) for k, v in kwargs.items()}
@@ -126,7 +129,7 @@ class CalleeCompiler:
         runtime_args = tuple(a for n in names for a in atoms_of(bound[n]) if isinstance(a, ir.Var))
         # which arguments hold a list parameter (a list or a tuple, as the caller passed it): the callee knows too
         lists = tuple(i for i, a in enumerate(runtime_args) if a.name in self.param_vars)
-        key = (id(fdef), tuple((n, structure_of(bound[n])) for n in names), lists)
+        key = (id(fdef), id(g), tuple((n, structure_of(bound[n])) for n in names), lists)
         if key not in self.ctx.specialised:
             self.ctx.specialised[key] = self.specialise(
                 node, fdef, g, filename, lines, names, bound, adapter, who, lists
@@ -197,7 +200,7 @@ class CalleeCompiler:
             for n in names:
                 sub.locals[n] = sub.rename_params(bound[n], n, params)
             sub.param_vars.update(params[i].name for i in lists)
-            self.ctx.stack.append(fdef)
+            self.ctx.stack.append((id(fdef), id(g)))
             try:
                 sub.compile_body(fdef.body)
             except Unsupported as exc:

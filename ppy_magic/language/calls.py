@@ -158,6 +158,8 @@ class CallCompiler:
         made = self.constructor_call(node, fn, args, kwargs)  # torch.tensor, torch.FloatTensor, ... (constructors)
         if made is not NotImplemented:
             return made
+        if fn is type and len(args) == 1 and not kwargs and isinstance(args[0], ModuleValue):
+            return self.class_of(node, args[0])
         if fn in (len, int, float, bool, str, abs, min, max, isinstance):
             return self.builtin_call(node, fn, args, kwargs)
         if fn is slice and not kwargs and 1 <= len(args) <= 3:  # an index item, as `a:b:c` is

@@ -8,6 +8,7 @@ and a conditional expression compiles both branches and joins their values.
 from __future__ import annotations
 
 import ast
+import enum
 from typing import Any
 
 from . import ir, ops
@@ -17,6 +18,7 @@ from .values import (
     COMPARE_INTRINSICS,
     PY_COMPARE,
     Closure,
+    KwArgs,
     ModuleValue,
     OptionalScalar,
     Static,
@@ -149,6 +151,8 @@ class ConditionCompiler:
             return self.membership(node, t is ast.In, a, b)
         if isinstance(a, ir.Const) and isinstance(b, ir.Const):
             return self.fold(node, PY_COMPARE[t], a, b)
+        if t in (ast.Eq, ast.NotEq) and _enum_member(a) and _enum_member(b):  # `action == Action.RAISE`
+            return ir.Const((a.value == b.value) == (t is ast.Eq), Kind.BOOL)
         ka, kb = getattr(a, "kind", None), getattr(b, "kind", None)
         if ka == Kind.TENSOR or (kb == Kind.TENSOR and ka in NUMBERS):
             if t not in ops.COMPARE_OPS:
@@ -182,6 +186,10 @@ class ConditionCompiler:
         if getattr(b, "kind", None) == Kind.INTS and getattr(a, "kind", None) in (Kind.INT, Kind.BOOL):
             found = self.intrinsic("seq_contains", Kind.BOOL, b, self.as_int(a))
             return found if is_in else self.intrinsic("not", Kind.BOOL, found)
+        if isinstance(b, KwArgs) and isinstance(a, ir.Const) and a.kind == Kind.STR:  # a keyword the call passed
+            return ir.Const((a.value in dict(b.items)) == is_in, Kind.BOOL)
+        if _enum_member(a) and isinstance(b, ir.Tup) and all(_enum_member(i) for i in b.items):
+            return ir.Const((a.value in [i.value for i in b.items]) == is_in, Kind.BOOL)
         kinds = (Kind.INT, Kind.BOOL, Kind.STR, Kind.DTYPE)
         if not (
             isinstance(b, ir.Tup)
@@ -247,3 +255,11 @@ class ConditionCompiler:
             raise self.error(node, "the two branches of this conditional expression have different kinds")
         self.emit(ir.If(test, tuple(bodies[0]), tuple(bodies[1]), self.line()))
         return joined
+
+
+def _enum_member(v: Any) -> bool:
+    """A member of an Enum known when compiling whose `==` is Enum's own (identity) or its str/int mixin's:
+    comparing two of them has one answer, with no code of the library's run."""
+    if not (isinstance(v, Static) and isinstance(v.value, enum.Enum)):
+        return False
+    return type(v.value).__eq__ in (object.__eq__, str.__eq__, int.__eq__)

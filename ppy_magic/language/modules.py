@@ -66,6 +66,8 @@ class ModuleCompiler:
         name = node.attr
         path = f"{mv.path}.{name}"
         m = mv.mtype
+        if name == "__class__":
+            return self.class_of(node, mv)
         if mv.sample is not None:
             return self.sampled_attribute(node, mv, name, path)
         model = self.module_model(node, mv)
@@ -94,6 +96,15 @@ class ModuleCompiler:
                 f"Assign it in __init__ (self.{name} = ...) or annotate it in the class body ({name}: int).",
             )
         return self.read(node, mv, Slot(name, ATTRIBUTE, ""), t, path)
+
+    def class_of(self, node: ast.AST, mv: ModuleValue) -> Static:
+        """`obj.__class__` / `type(obj)`: the class the region was compiled for, which reading the object
+        checks at each call (a layout is for objects of exactly its class)."""
+        cls = mv.mtype.cls.obj if mv.mtype.cls is not None else None
+        if cls is None:
+            raise self.error(node, f"the class of `{mv.path}` is not known when compiling")
+        self.layout(mv.mtype)
+        return Static(cls)
 
     def sampled_attribute(self, node: ast.Attribute, mv: ModuleValue, name: str, path: str) -> Any:
         """`obj.name` compiled at a call: of the kind (or the value) the call's object holds there."""

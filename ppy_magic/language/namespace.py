@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,6 +191,27 @@ def library_globals(namespace: dict[str, Any], reach: frozenset[str]) -> Globals
     g.reach = reach
     _library[key] = (namespace, g)
     return g
+
+
+def closure_globals(g: Globals, cells: dict[str, Any]) -> Globals:
+    """`g` with a function's closure cells over it (``source.closure_values``): what its free names mean.
+    One object per globals and cell values (a callee's helpers are keyed by it: the same wrapper's code
+    around two functions is two functions)."""
+    if not cells:
+        return g
+    key = (id(g), tuple((name, id(v)) for name, v in cells.items()))
+    found = _closures.get(key)
+    if found is not None and found[0] is g and all(a is b for a, b in zip(found[1], cells.values(), strict=True)):
+        return found[2]
+    out = copy.copy(g)
+    out.values = {**g.values, **cells}
+    out.unknown = g.unknown - cells.keys()
+    out.cache = {}
+    _closures[key] = (g, tuple(cells.values()), out)  # holds the values: their ids stay theirs
+    return out
+
+
+_closures: dict[tuple, tuple[Globals, tuple, Globals]] = {}
 
 
 _IMPORTABLE_ROOTS = {"torch", "math", "ppy", "ppy_magic", "operator"}

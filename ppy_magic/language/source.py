@@ -78,6 +78,22 @@ def _defs(node: ast.AST, owner: ast.ClassDef | None):
             yield from _defs(child, owner)
 
 
+def closure_values(fn: Any) -> dict[str, Any] | None:
+    """The values of `fn`'s closure cells by name (a decorator's wrapper: the function it wraps, the
+    decorator's arguments), for a function that is not a generator or coroutine and whose cells all hold a
+    value; None otherwise. Compiled in like a library's globals: a region compiled through the wrapper is
+    checked at each call to be for this very function object, whose cells a library does not rebind."""
+    if not isinstance(fn, types.FunctionType) or fn.__code__.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
+        return None
+    out = {}
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
+        try:
+            out[name] = cell.cell_contents
+        except ValueError:  # an empty cell: its name is bound later (or never)
+            return None
+    return out
+
+
 def is_plain(fn: Any) -> bool:
     """A Python function whose body is all its behaviour: no closure cells beyond zero-argument
     ``super()``'s ``__class__`` (a cell's value could change after compiling), not a generator or coroutine."""

@@ -4,7 +4,9 @@ level, methods calling methods)."""
 
 from __future__ import annotations
 
+import enum
 import functools
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -34,6 +36,41 @@ def renames_kwarg(old: str, new: str):
         def wrapped(*args, **kwargs):
             if old in kwargs:
                 kwargs[new] = kwargs.pop(old)
+            return func(*args, **kwargs)
+
+        return wrapped
+
+    return wrapper
+
+
+class Action(str, enum.Enum):
+    NONE = "none"
+    NOTIFY = "notify"
+    RAISE = "raise"
+
+
+def deprecated_kwarg(old: str, new: str, raise_if_both: bool = False):
+    """As transformers' deprecate_kwarg is written: an enum of actions, the class's name for a message, the
+    keywords tested by name; for a call that passes neither name, all of it is decided when compiling."""
+
+    def wrapper(func):
+        @functools.wraps(func)
+        def wrapped(*args, **kwargs):
+            func_name = f"{args[0].__class__.__name__}.{func.__name__}"
+            action = Action.NONE
+            message = None
+            if old in kwargs and new in kwargs:
+                action = Action.RAISE if raise_if_both else Action.NOTIFY
+                message = f"both `{old}` and `{new}` given to {func_name}"
+                kwargs.pop(old)
+            elif old in kwargs:
+                action = Action.NOTIFY
+                message = f"`{old}` is deprecated for {func_name}: use `{new}`"
+                kwargs[new] = kwargs.pop(old)
+            if action == Action.RAISE:
+                raise ValueError(message)
+            elif action in (Action.NOTIFY,) and type(args[0]) is not None:
+                warnings.warn(message, FutureWarning, stacklevel=2)
             return func(*args, **kwargs)
 
         return wrapped
@@ -174,3 +211,46 @@ class MaybeNorm(nn.Module):
 
     def forward(self, x):
         return self.proj(maybe(self.norm)(x)) + maybe()(x)
+
+
+class Doubler(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    @renames_kwarg("inp", "x")
+    def forward(self, x, scale=2.0):
+        return self.proj(x) * scale
+
+
+class Shifter(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    @deprecated_kwarg("value", "x")
+    def forward(self, x, shift=1.0):
+        return torch.tanh(self.proj(x)) + shift
+
+
+@renames_kwarg("inp", "x")
+def doubled(x):
+    return x * 2
+
+
+@renames_kwarg("value", "x")
+def shifted(x):
+    return x + 1
+
+
+class TwoWrapped(nn.Module):
+    """Two submodules whose forwards the same decorator wraps (one wrapper's code, two closures): each
+    compiles inline, through its own wrapper, into the caller's region."""
+
+    def __init__(self, dim=16):
+        super().__init__()
+        self.twice = Doubler(dim)
+        self.lift = Shifter(dim)
+
+    def forward(self, x):
+        return self.lift(self.twice(x, scale=3.0)) + self.twice(x) + doubled(x) * shifted(x)
