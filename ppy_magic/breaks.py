@@ -78,6 +78,9 @@ class Splitter:
         self.signature: str | None = None  # why the arguments are bound in Python, if that split it
         self.lifts: dict[int, list[ast.stmt]] = {}  # id(a call no region takes) -> it, argument by argument
         self.lifted: dict[int, ast.stmt] = {}  # id(one of those statements) -> the statement written
+        # Segments no call's values compiled, by (first line, last line, inputs): their statements run in
+        # the driver, where a region's call that always fell back cost a miss each time; and why.
+        self.python_runs: dict[tuple[int, int, tuple[str, ...]], str] = {}
         self._lock = threading.RLock()
 
     # -- Variants.around ----------------------------------------------------------------------------
@@ -222,9 +225,8 @@ class Splitter:
             part = next((p for p in self.parts if p.region is part_region), None)
             if part is not None and getattr(failure, "unbound", None) in part.segment.unbound:
                 # The form of the segment for calls where the name has no value reads it: Python raises there.
-                why = f"'{failure.unbound}' has no value on this path: its Python body raises UnboundLocalError"
-                self.left.append((part.segment.first_line, part.segment.last_line, why))
-                return False
+                why = f"'{failure.unbound}' has no value on this path: Python raises UnboundLocalError there"
+                return self._stays_python(part, why)
             if self.add_break(failure):
                 return False
             if part is None:
@@ -236,7 +238,18 @@ class Splitter:
                 why = f"{failure.message} ({', '.join(repr(n) for n in names)}, which Python code after it reads)"
                 if names and self.add_breaks(binding, why):
                     return False
-            self.left.append((part.segment.first_line, part.segment.last_line, failure.reason))
+            return self._stays_python(part, failure.reason)
+
+    def _stays_python(self, part: Part, why: str) -> bool:
+        """A segment no variant compiled, and no break helps: its statements run in the driver from now on
+        (a segment that has run as a region for other values keeps its region). The call runs its Python."""
+        seg = part.segment
+        key = (seg.first_line, seg.last_line, seg.ins)
+        if part.region.calls == 0 and key not in self.python_runs:
+            self.python_runs[key] = why
+            self._install()
+        else:
+            self.left.append((seg.first_line, seg.last_line, why))
         return False
 
     def _unreturnable(self, part: Part) -> list[str]:
@@ -261,7 +274,9 @@ class Splitter:
     def _install(self) -> None:
         node, fn = self.source.node, self.fn
         free = tuple(fn.__code__.co_freevars)
-        layout = splitting.split(node, set(self.breaks), free, hoists=self.hoists, lifts=self.lifts)
+        layout = splitting.split(
+            node, set(self.breaks), free, hoists=self.hoists, lifts=self.lifts, python_runs=self.python_runs
+        )
         self.origins.update(layout.origins)
         parts = []
         for seg in layout.segments:

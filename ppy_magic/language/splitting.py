@@ -197,12 +197,14 @@ def split(
     prefix: str = "__ppy_part",
     hoists: dict[int, list[ast.expr]] | None = None,
     lifts: dict[int, list[ast.stmt]] | None = None,
+    python_runs: dict[tuple[int, int, tuple[str, ...]], str] | None = None,
 ) -> Split:
-    """Split `fn` around the statements whose ``id`` is in `breaks` (see the module's docstring)."""
+    """Split `fn` around the statements whose ``id`` is in `breaks` (see the module's docstring).
+    `python_runs`: runs that stay Python in the driver, by (first line, last line, the segment's inputs)."""
     for n in _nodes_in_scope(fn):
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             raise NotSplittable(f"`{'global' if isinstance(n, ast.Global) else 'nonlocal'}` keeps it whole")
-    return _Splitter(fn, breaks, prefix, hoists or {}, lifts or {}).run(free)
+    return _Splitter(fn, breaks, prefix, hoists or {}, lifts or {}, python_runs or {}).run(free)
 
 
 class _Splitter:
@@ -213,8 +215,10 @@ class _Splitter:
         prefix: str,
         hoists: dict[int, list[ast.expr]],
         lifts: dict[int, list[ast.stmt]],
+        python_runs: dict[tuple[int, int, tuple[str, ...]], str],
     ):
         self.fn = fn
+        self.python_runs = python_runs
         self.breaks = breaks
         self.hoists = hoists
         self.lifts = lifts  # id(statement) -> the statements it is written as (``hoisting.lift_call``)
@@ -456,7 +460,7 @@ class _Splitter:
             return self.around_unbound(run, bound, in_loop, set(unbound))
         if unbound:
             return [self.either(run, needed, outs, returns, unbound, assigned)]
-        return [self.segment_call(run, needed, outs, returns, assigned)]
+        return self.segment_call(run, needed, outs, returns, assigned)
 
     def passes_if_bound(self, unbound: list[str], outs: list[str], passed_through: set[str], own: Any) -> bool:
         """Whether the run can take each of the names that may be unbound where it starts as bound or not:
@@ -476,7 +480,7 @@ class _Splitter:
 
         def case(names: list[str], unbound_here: list[str]) -> list[ast.stmt]:
             if not names:
-                return [self.segment_call(run, needed - set(unbound_here), outs, returns, assigned, unbound_here)]
+                return self.segment_call(run, needed - set(unbound_here), outs, returns, assigned, unbound_here)
             name, rest = names[0], names[1:]
             test = ast.Try(
                 body=[ast.Expr(value=ast.Name(id=name, ctx=ast.Load()))],
@@ -506,19 +510,25 @@ class _Splitter:
         returns: bool,
         assigned: set[str],
         unbound_here: list[str] = (),
-    ) -> ast.stmt:
-        """A new segment for `run` taking `needed`, and the driver's statement calling it. `unbound_here`:
-        names the run reads that have no value where it starts in this form (locals of the segment)."""
+    ) -> list[ast.stmt]:
+        """A new segment for `run` taking `needed`, and the driver's statement calling it; or `run` itself
+        where no call compiled that segment (``python_runs``). `unbound_here`: names the run reads that have
+        no value where it starts in this form (locals of the segment)."""
         first, last = run[0].lineno, run[-1].end_lineno or run[-1].lineno
         params = sorted(needed, key=lambda n: (n != _self_name(self.fn), n))
+        star = self.fn.args.kwarg.arg if self.fn.args.kwarg is not None else None
+        keywords = star in params and star not in assigned
+        ins = tuple(p for p in params if not (keywords and p == star)) + ((star,) if keywords else ())
+        why = self.python_runs.get((first, last, ins))
+        if why is not None:
+            self.python.append((first, last, why))
+            return list(run)
         name = f"{self.prefix}{len(self.segments)}"
         body = [_declared_unbound(n, run[0]) for n in unbound_here if n not in assigned] + list(run)
         if not returns:
             body.append(ast.Return(value=_names_value(outs)))
         # The function's **kwargs, read and not rebound by the run: passed on as keywords (a region takes
         # them by name, a dict it does not); the other inputs are then positional-only (``Segment.keywords``).
-        star = self.fn.args.kwarg.arg if self.fn.args.kwarg is not None else None
-        keywords = star in params and star not in assigned
         if keywords:
             params.remove(star)
         node = _function_def(
@@ -536,7 +546,6 @@ class _Splitter:
             returns=None,
         )
         _locate(node, self.fn)
-        ins = (*params, star) if keywords else params
         self.segments.append(
             Segment(name, node, tuple(ins), tuple(outs), returns, first, last, keywords, tuple(unbound_here))
         )
@@ -558,7 +567,7 @@ class _Splitter:
             if hasattr(n, "lineno") or isinstance(n, (ast.expr, ast.stmt)):
                 n.lineno, n.col_offset = first, run[0].col_offset
                 n.end_lineno, n.end_col_offset = last, run[-1].end_col_offset or 0
-        return stmt
+        return [stmt]
 
 
 def _declared_unbound(name: str, at: ast.stmt) -> ast.stmt:

@@ -138,13 +138,61 @@ inline std::string describe(PyObject* v) {
   return "a " + std::string(dot ? dot + 1 : n.c_str());
 }
 
+inline bool same_constant(PyObject* v, PyObject* want);
+
+// functools.partial itself (a subclass may call differently), looked up once.
+inline PyTypeObject* partial_type() {
+  static PyTypeObject* t = [] {
+    PyObject* m = PyImport_ImportModule("functools");
+    PyObject* p = m ? PyObject_GetAttrString(m, "partial") : nullptr;
+    Py_XDECREF(m);
+    if (!p || !PyType_Check(p)) {
+      PyErr_Clear();
+      Py_XDECREF(p);
+      return static_cast<PyTypeObject*>(nullptr);
+    }
+    return reinterpret_cast<PyTypeObject*>(p);  // kept for the process
+  }();
+  return t;
+}
+
+// Two functools.partial objects that call alike: the same function, and the same constants bound
+// (each per same_constant). Their members are C slots: reading them runs no Python code.
+inline bool same_partial(PyObject* v, PyObject* want) {
+  bool same = true;
+  for (const char* member : {"func", "args", "keywords"}) {
+    PyObject* a = PyObject_GetAttrString(v, member);
+    PyObject* b = a ? PyObject_GetAttrString(want, member) : nullptr;
+    if (!a || !b) {
+      PyErr_Clear();
+      same = false;
+    } else if (PyDict_Check(a) && PyDict_Check(b)) {
+      if (PyDict_GET_SIZE(a) != PyDict_GET_SIZE(b)) same = false;
+      Py_ssize_t i = 0;
+      PyObject *key, *value;
+      while (same && PyDict_Next(a, &i, &key, &value)) {
+        PyObject* other = PyDict_GetItemWithError(b, key);
+        if (!other) PyErr_Clear();
+        same = other && same_constant(value, other);
+      }
+    } else {
+      same = same_constant(a, b);
+    }
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    if (!same) return false;
+  }
+  return true;
+}
+
 // Whether `v` is the value a region was specialised for (`want`): the same object, or an int, float,
 // str or tuple of them of exactly the same type and value (a float by its bits: -0.0 is not 0.0, a NaN
-// is its own payload). Anything else (None, bools, dtypes, modules, callables, objects) by identity.
-// Runs no Python code.
+// is its own payload), or a functools.partial binding such values to the same function. Anything else
+// (None, bools, dtypes, modules, callables, objects) by identity. Runs no Python code.
 inline bool same_constant(PyObject* v, PyObject* want) {
   if (v == want) return true;
   if (!want || Py_TYPE(v) != Py_TYPE(want)) return false;
+  if (Py_TYPE(v) == partial_type()) return same_partial(v, want);
   if (PyLong_CheckExact(v)) {
     const int r = PyObject_RichCompareBool(v, want, Py_EQ);
     if (r < 0) PyErr_Clear();
