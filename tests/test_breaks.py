@@ -240,6 +240,15 @@ def sizes_into_a_region(x, extra):
 
 
 @ppy.opt(3)
+def iterates_in_python(x, flag: bool):
+    rows = iter(x.unbind(0))
+    h = torch.tanh(x) * 2
+    if flag:
+        rows = h.unbind(0)
+    return h.sum(0) + next(rows)
+
+
+@ppy.opt(3)
 def uses_global_stmt(x):
     global SCALE
     d = {"x": x}
@@ -355,6 +364,7 @@ CASES = {
     "unbound_on_a_path": lambda: (x44(), None, False),  # `cur` has no value: the form without it is a region
     "sizes_cross": lambda: (x44(),),
     "sizes_into_a_region": lambda: (x44(), (2,)),
+    "iterates_in_python": lambda: (x44(), False),  # the run after the break passes an iterator on: Python
     "fresh_name": lambda: (x44(), True),
     "read_before_bound": lambda: (x44(), True),  # UnboundLocalError, as in Python
     "reads_a_dict": lambda: (x44(), torch.randn(4, 4)),
@@ -496,6 +506,21 @@ def test_a_size_crosses_into_a_region_as_a_size_and_a_tuple_is_not_taken_for_one
         out = part.region(*[values.get(n, shape) for n in part.segment.ins])
         assert type(out[1]) is type(shape) and out[1] == (4, 2)
     assert part.region.fallbacks == fallbacks + 1  # the tuple's call ran the Python body
+
+
+def test_a_run_no_region_takes_the_values_of_runs_in_the_driver_not_through_a_region_each_call(settled):
+    """The run after `iter(...)` rebinds `rows` on one path only, so it is passed the iterator, which no region
+    takes: once a call showed it, the run's statements are the driver's own (a region's call that always fell
+    back paid a miss each time)."""
+    f = settled["iterates_in_python"]
+    split = f.__dict__["__ppy_split__"]
+    assert not any("rows" in p.segment.ins for p in split.parts), ppy_magic.explain(f)
+    text = str(ppy_magic.explain(f))
+    assert "Python at lines 221-223: " in text and "iterator" in text, text
+    fallbacks = sum(p.fallbacks for p in f.__ppy_parts__)
+    for _ in range(3):
+        assert differences(f, CASES["iterates_in_python"]()) == []
+    assert sum(p.fallbacks for p in f.__ppy_parts__) == fallbacks
 
 
 def test_a_loop_without_a_break_stays_in_cpp_and_one_with_a_break_runs_its_body_as_regions(settled):

@@ -94,6 +94,26 @@ def test_a_decorators_wrapper_compiles_inline_with_the_function_its_closure_hold
             assert torch.equal(model.lift(value=x), eager.lift(value=x))
 
 
+def test_a_partial_each_instance_makes_is_the_value_its_region_was_built_for_when_it_binds_the_same():
+    """Each PartialAct holds its own functools.partial: two bind softmax's dim=-1, one dim=0. The two alike
+    share a region's variant (no fallback at their calls); the third is not taken for them (its own variant)."""
+    torch.manual_seed(0)
+    model = lib.PartialStack()
+    eager = copy.deepcopy(model)
+    ppy_magic.compile(model)
+    x = torch.randn(3, 16)
+    with variants.blocking(), torch.no_grad():
+        for _ in range(3):
+            assert torch.equal(model(x), eager(x))
+    (region,) = {ppy_magic.library.compiled_methods(m)["forward"].region for m in model.layers}
+    calls, fallbacks = region.calls, region.fallbacks
+    with torch.no_grad():
+        for _ in range(3):
+            for layer, twin in zip(model.layers, eager.layers, strict=True):
+                assert torch.equal(layer(x), twin(x))
+    assert (region.calls, region.fallbacks) == (calls + 9, fallbacks), ppy_magic.explain(region)
+
+
 def test_eval_train_and_gradients_are_eagers_bit_for_bit():
     model, eager = _model(), _model()
     ppy_magic.compile(model)

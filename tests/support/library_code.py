@@ -254,3 +254,26 @@ class TwoWrapped(nn.Module):
 
     def forward(self, x):
         return self.lift(self.twice(x, scale=3.0)) + self.twice(x) + doubled(x) * shifted(x)
+
+
+class PartialAct(nn.Module):
+    """x-transformers' idiom: a functools.partial made in __init__, one per instance."""
+
+    def __init__(self, dim, axis):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.act = functools.partial(torch.softmax, dim=axis)
+
+    def forward(self, x):
+        return self.act(self.proj(x))
+
+
+class PartialStack(nn.Module):
+    def __init__(self, dim=16):
+        super().__init__()
+        self.layers = nn.ModuleList([PartialAct(dim, -1), PartialAct(dim, -1), PartialAct(dim, 0)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
