@@ -249,6 +249,12 @@ def iterates_in_python(x, flag: bool):
 
 
 @ppy.opt(3)
+def device_compiled_in(x, dev):
+    y = x.sum(0)
+    return y * 2 if dev is not None else y
+
+
+@ppy.opt(3)
 def uses_global_stmt(x):
     global SCALE
     d = {"x": x}
@@ -521,6 +527,18 @@ def test_a_run_no_region_takes_the_values_of_runs_in_the_driver_not_through_a_re
     for _ in range(3):
         assert differences(f, CASES["iterates_in_python"]()) == []
     assert sum(p.fallbacks for p in f.__ppy_parts__) == fallbacks
+
+
+def test_a_device_compiled_in_is_the_same_device_at_the_next_call_not_the_same_object(cell):
+    """`x.device` is a new torch.device each time: the region specialised to cpu takes every call's."""
+    ns, _ = cell
+    f = ns["device_compiled_in"]
+    x = x44()
+    settle(f, lambda: f(x, x.device))
+    fallbacks, calls = f.fallbacks, f.calls
+    for _ in range(3):
+        assert differences(f, (x44(), x.device)) == []
+    assert f.fallbacks == fallbacks and f.calls > calls, ppy_magic.explain(f)
 
 
 def test_a_loop_without_a_break_stays_in_cpp_and_one_with_a_break_runs_its_body_as_regions(settled):

@@ -13,6 +13,7 @@
 // Included once, by region_function.cpp (the runtime); Python.h and python_variable.h first.
 #pragma once
 #include <c10/util/SmallVector.h>
+#include <torch/csrc/Device.h>
 
 #include <string>
 #include <utility>
@@ -187,11 +188,14 @@ inline bool same_partial(PyObject* v, PyObject* want) {
 
 // Whether `v` is the value a region was specialised for (`want`): the same object, or an int, float,
 // str or tuple of them of exactly the same type and value (a float by its bits: -0.0 is not 0.0, a NaN
-// is its own payload), or a functools.partial binding such values to the same function. Anything else
-// (None, bools, dtypes, modules, callables, objects) by identity. Runs no Python code.
+// is its own payload), a torch.device of the same type and index (`x.device` is a new object each time),
+// or a functools.partial binding such values to the same function. Anything else (None, bools, dtypes,
+// modules, callables, objects) by identity. Runs no Python code.
 inline bool same_constant(PyObject* v, PyObject* want) {
   if (v == want) return true;
   if (!want || Py_TYPE(v) != Py_TYPE(want)) return false;
+  if (THPDevice_Check(v))
+    return reinterpret_cast<THPDevice*>(v)->device == reinterpret_cast<THPDevice*>(want)->device;
   if (Py_TYPE(v) == partial_type()) return same_partial(v, want);
   if (PyLong_CheckExact(v)) {
     const int r = PyObject_RichCompareBool(v, want, Py_EQ);
