@@ -28,7 +28,7 @@ from typing import Any
 
 from . import backend, region, variants
 from .errors import CompileError
-from .language import hoisting, splitting
+from .language import hoisting, splitting, statement_facts
 from .language.function import ignored_extras
 
 
@@ -181,7 +181,7 @@ class Splitter:
         st = self.origins.get(id(st), st)
         if id(st) in self.lifted:
             return st
-        return st if any(st is s for s in splitting.statements(self.source.node)) else None
+        return st if any(st is s for s in statement_facts.statements(self.source.node)) else None
 
     def _points(self, failure: CompileError) -> list[tuple[ast.stmt, ast.stmt, int, int]]:
         """(statement as compiled, the function's own statement, line, column) of each place `failure` is
@@ -199,7 +199,7 @@ class Splitter:
         compiled = getattr(failure, "statement", None)  # (or its reads were in a function it calls)
         loc = failure.loc
         if compiled is None and loc is not None and loc.filename == self.source.filename:
-            compiled = splitting.statement_at(self.source.node, loc.line)
+            compiled = statement_facts.statement_at(self.source.node, loc.line)
         original = self._original(compiled) if compiled is not None else None
         if original is None:
             return []
@@ -210,8 +210,8 @@ class Splitter:
         """The innermost statement (of the function or of one of its segments) holding `node`."""
         found = None
         for fn in [p.segment.node for p in self.parts] + [self.source.node]:  # as compiled, then as written
-            for st in splitting.statements(fn):
-                nodes = _header(st) if isinstance(st, splitting.COMPOUND) else ast.walk(st)
+            for st in statement_facts.statements(fn):
+                nodes = _header(st) if isinstance(st, statement_facts.COMPOUND) else ast.walk(st)
                 if any(n is node for n in nodes):
                     found = st
             if found is not None:
@@ -234,7 +234,8 @@ class Splitter:
             if getattr(failure, "statement", None) is part.segment.node.body[-1] and not part.segment.returns:
                 # It cannot return what it assigns: the statements binding the names it cannot return break.
                 names = self._unreturnable(part)
-                binding = [st for st in splitting.statements(part.segment.node) if splitting.binds(st, names)]
+                seg_statements = statement_facts.statements(part.segment.node)
+                binding = [st for st in seg_statements if statement_facts.binds(st, names)]
                 why = f"{failure.message} ({', '.join(repr(n) for n in names)}, which Python code after it reads)"
                 if names and self.add_breaks(binding, why):
                     return False
@@ -344,7 +345,7 @@ class Splitter:
         out: dict[int, str] = {}
         for st, why in self.breaks.values():
             last = st.end_lineno or st.lineno
-            if isinstance(st, splitting.COMPOUND):
+            if isinstance(st, statement_facts.COMPOUND):
                 last = st.lineno  # its header: its blocks are split in their turn
             for line in range(st.lineno, last + 1):
                 out.setdefault(line, why)

@@ -35,6 +35,7 @@ CPP_TYPES = {
     Kind.STR: "std::string",
     Kind.DTYPE: "at::ScalarType",
     Kind.INTS: "std::vector<int64_t>",
+    Kind.SIZE: "std::vector<int64_t>",  # a parameter's kind only: its variable is INTS
     Kind.TENSORS: "std::vector<at::Tensor>",
     Kind.OPT_TENSOR: "std::optional<at::Tensor>",
     Kind.DEVICE: "at::Device",

@@ -117,7 +117,7 @@ class CalleeCompiler:
     ) -> Any:
         who = display or fdef.name
         # One def under two closures (a decorator's wrapper of two methods) is two functions: keyed by both.
-        if not adapter and ((id(fdef), id(g)) in self.ctx.stack or fdef is self.ctx.root):
+        if not adapter and ((id(fdef), g.closure_key()) in self.ctx.stack or fdef is self.ctx.root):
             raise self.error(node, f"'{who}' calls itself; recursion is not supported in a region")
         args = [self.passed_on(a) for a in args]
         kwargs = {k: self.passed_on(v) for k, v in kwargs.items()}
@@ -129,7 +129,7 @@ class CalleeCompiler:
         runtime_args = tuple(a for n in names for a in atoms_of(bound[n]) if isinstance(a, ir.Var))
         # which arguments hold a list parameter (a list or a tuple, as the caller passed it): the callee knows too
         lists = tuple(i for i, a in enumerate(runtime_args) if a.name in self.param_vars)
-        key = (id(fdef), id(g), tuple((n, structure_of(bound[n])) for n in names), lists)
+        key = (id(fdef), g.closure_key(), tuple((n, structure_of(bound[n])) for n in names), lists)
         if key not in self.ctx.specialised:
             self.ctx.specialised[key] = self.specialise(
                 node, fdef, g, filename, lines, names, bound, adapter, who, lists
@@ -200,7 +200,7 @@ class CalleeCompiler:
             for n in names:
                 sub.locals[n] = sub.rename_params(bound[n], n, params)
             sub.param_vars.update(params[i].name for i in lists)
-            self.ctx.stack.append((id(fdef), id(g)))
+            self.ctx.stack.append((id(fdef), g.closure_key()))
             try:
                 sub.compile_body(fdef.body)
             except Unsupported as exc:

@@ -84,7 +84,7 @@ class Context:
 
     helpers: list[ir.Helper] = field(default_factory=list)
     specialised: dict[Any, tuple[str, Any, tuple[Kind, ...]]] = field(default_factory=dict)
-    stack: list[tuple[int, int]] = field(default_factory=list)  # (def, globals) of callees being compiled
+    stack: list[tuple] = field(default_factory=list)  # (def, closure) of callees being compiled
     frozen: dict[str, Any] = field(default_factory=dict)
     result_types: list[Any] = field(default_factory=list)
     source_lines: dict[int, str] = field(default_factory=dict)

@@ -48,6 +48,12 @@ class Globals:
     # Top-level packages whose functions and classes compile from their source without a decorator
     # (``ppy_magic.compile``: the library a model comes from). Empty for a cell: only @ppy.opt compiles.
     reach: frozenset[str] = frozenset()
+    # A decorator's wrapper's closure cells over a module's globals (``closure_globals``): their values by name.
+    cells: tuple[tuple[str, Any], ...] = ()
+
+    def closure_key(self) -> tuple[int, ...]:
+        """Tells apart one def compiled under two closures (the same wrapper around two functions)."""
+        return tuple(id(v) for _, v in self.cells)
 
     def reaches(self, obj: Any) -> bool:
         """Whether `obj` (a function or a class) is code this compile takes from its source undecorated."""
@@ -207,6 +213,7 @@ def closure_globals(g: Globals, cells: dict[str, Any]) -> Globals:
     out.values = {**g.values, **cells}
     out.unknown = g.unknown - cells.keys()
     out.cache = {}
+    out.cells = tuple(cells.items())
     _closures[key] = (g, tuple(cells.values()), out)  # holds the values: their ids stay theirs
     return out
 

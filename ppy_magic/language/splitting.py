@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ast
 import copy
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +38,16 @@ from .liveness import (
     stored,
     walrus,
 )
+from .statement_facts import (
+    COMPOUND,
+    always_exits,
+    calls,
+    does_something,
+    escapes,
+    has_return,
+    nodes_in_scope,
+    reads_any,
+)
 
 # Names that may be unbound where a run starts, taken by one form of its segment per case (2**n forms).
 MAX_UNBOUND = 2
@@ -46,8 +55,6 @@ MAX_UNBOUND = 2
 # makes at least this many calls: a region's call costs about as much as a few Python-level calls, and
 # a small statement of Python objects (``x = default(x, y)``) is no faster as a region.
 ALONE_MIN_CALLS = 4
-COMPOUND = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 class NotSplittable(Exception):
@@ -88,105 +95,6 @@ class Split:
     origins: dict[int, ast.stmt] = field(default_factory=dict)  # id(statement as a segment holds it) -> as written
 
 
-def statement_at(fn: ast.FunctionDef, line: int) -> ast.stmt | None:
-    """The innermost statement of `fn`'s body holding `line`: a simple statement, or a compound one
-    whose header (not its body) holds it."""
-    found = None
-    for body in _blocks(fn):
-        for st in body:
-            if st.lineno <= line <= (st.end_lineno or st.lineno):
-                if isinstance(st, COMPOUND + (ast.Match,)) and _in_a_block(st, line):
-                    continue  # a statement of its body holds it
-                found = st
-    return found
-
-
-def statements(fn: ast.FunctionDef) -> Iterable[ast.stmt]:
-    """Every statement of `fn`'s body, nested ones included (not those of nested defs)."""
-    for body in _blocks(fn):
-        yield from body
-
-
-def _in_a_block(st: ast.stmt, line: int) -> bool:
-    for block in _child_blocks(st):
-        if block and block[0].lineno <= line <= (block[-1].end_lineno or block[-1].lineno):
-            return True
-    return isinstance(st, ast.Try) and any(h.lineno <= line for h in st.handlers)
-
-
-def _blocks(fn: ast.AST) -> Iterable[list[ast.stmt]]:
-    """Every statement list of `fn`'s body, nested ones included (not those of nested defs)."""
-    stack = [fn.body]
-    while stack:
-        body = stack.pop()
-        yield body
-        for st in body:
-            if not isinstance(st, _SCOPES):
-                stack.extend(_child_blocks(st))
-
-
-def _child_blocks(st: ast.stmt) -> list[list[ast.stmt]]:
-    out = []
-    for name in ("body", "orelse", "finalbody"):
-        block = getattr(st, name, None)
-        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-            out.append(block)
-    for h in getattr(st, "handlers", ()):
-        out.append(h.body)
-    for case in getattr(st, "cases", ()):
-        out.append(case.body)
-    return out
-
-
-# -- control ------------------------------------------------------------------------------------
-
-
-def _nodes_in_scope(st: ast.stmt) -> Iterable[ast.AST]:
-    """The statements and expressions of `st`, not those of nested functions or classes."""
-    stack = [st]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(c for c in ast.iter_child_nodes(n) if not isinstance(c, _SCOPES))
-
-
-def escapes(st: ast.stmt) -> bool:
-    """A `break` or `continue` of `st` leaves it (to a loop around it)."""
-
-    def walk(n: ast.AST, in_loop: bool) -> bool:
-        if isinstance(n, (ast.Break, ast.Continue)):
-            return not in_loop
-        if isinstance(n, _SCOPES):
-            return False
-        if isinstance(n, (ast.For, ast.While, ast.AsyncFor)):
-            # The loop's own body may break it; its `else` belongs to the statements around.
-            return any(walk(c, True) for c in n.body) or any(walk(c, in_loop) for c in n.orelse)
-        return any(walk(c, in_loop) for c in ast.iter_child_nodes(n))
-
-    return walk(st, False)
-
-
-def has_return(st: ast.stmt) -> bool:
-    return any(isinstance(n, ast.Return) for n in _nodes_in_scope(st))
-
-
-def always_exits(stmts: list[ast.stmt]) -> bool:
-    """Every path through `stmts` ends in `return` or `raise`."""
-    for st in stmts:
-        if isinstance(st, (ast.Return, ast.Raise)):
-            return True
-        if isinstance(st, ast.If) and always_exits(st.body) and always_exits(st.orelse):
-            return True
-        if isinstance(st, (ast.With, ast.AsyncWith)) and always_exits(st.body):
-            return True
-        if isinstance(st, ast.Try) and (
-            always_exits(st.finalbody)
-            or (always_exits(st.body + st.orelse) and all(always_exits(h.body) for h in st.handlers))
-        ):
-            return True
-    return False
-
-
 # -- the split ---------------------------------------------------------------------------------
 
 
@@ -201,7 +109,7 @@ def split(
 ) -> Split:
     """Split `fn` around the statements whose ``id`` is in `breaks` (see the module's docstring).
     `python_runs`: runs that stay Python in the driver, by (first line, last line, the segment's inputs)."""
-    for n in _nodes_in_scope(fn):
+    for n in nodes_in_scope(fn):
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             raise NotSplittable(f"`{'global' if isinstance(n, ast.Global) else 'nonlocal'}` keeps it whole")
     return _Splitter(fn, breaks, prefix, hoists or {}, lifts or {}, python_runs or {}).run(free)
@@ -255,7 +163,7 @@ class _Splitter:
                 or (n is not st and (id(n) in self.hoists or id(n) in self.lifts))
                 or isinstance(n, ast.Name)
                 and n.id == "super"
-                for n in _nodes_in_scope(st)
+                for n in nodes_in_scope(st)
             )
         return self._holds[key]
 
@@ -388,7 +296,7 @@ class _Splitter:
     def around_unbound(self, run: list[ast.stmt], bound: set[str], in_loop: bool, unbound: set[str]) -> list[ast.stmt]:
         """`run` where it would pass names that may be unbound: the statements reading them stay Python
         (reading one raises there, as in Python), the rest become segments."""
-        if not any(_reads_any(st, unbound) for st in run):  # a name it may bind, or not: it stays Python
+        if not any(reads_any(st, unbound) for st in run):  # a name it may bind, or not: it stays Python
             self.python.append(
                 (run[0].lineno, run[-1].end_lineno or run[-1].lineno, f"'{min(unbound)}' may be unbound")
             )
@@ -397,11 +305,11 @@ class _Splitter:
         piece: list[ast.stmt] = []
         piece_bound = bound
         for st in run:
-            if _reads_any(st, unbound):
+            if reads_any(st, unbound):
                 if piece:
                     out += self.segment(piece, piece_bound, in_loop)
                     piece = []
-                if _calls(st) >= ALONE_MIN_CALLS:
+                if calls(st) >= ALONE_MIN_CALLS:
                     out += self.segment([st], bound, in_loop, alone=True)  # its forms, or Python
                 else:
                     why = f"'{sorted(set(read([st])) & unbound)[0]}' may be unbound here"
@@ -451,7 +359,7 @@ class _Splitter:
         }
         needed -= fresh
         unbound = sorted(n for n in needed if n not in bound)
-        if not any(_does_something(st) for st in run):
+        if not any(does_something(st) for st in run):
             return run  # nothing worth a call: `pass`, a bare name, a docstring
         if unbound and not self.passes_if_bound(unbound, outs, passed_through, own):
             if alone:
@@ -583,9 +491,6 @@ def _declared_unbound(name: str, at: ast.stmt) -> ast.stmt:
     return st
 
 
-_WORK = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Compare, ast.BoolOp, ast.AugAssign, ast.IfExp)
-
-
 INNER = "__ppy_function__"  # the name `factory` gives the function: its own name in its body stays a global
 
 
@@ -606,30 +511,6 @@ def factory(fn: ast.FunctionDef, names: list[str]) -> ast.Module:
     )
     _locate(outer, fn)
     return ast.Module(body=[outer], type_ignores=[])
-
-
-def binds(st: ast.stmt, names: list[str]) -> bool:
-    """A simple statement (or a compound one's header) that binds one of `names`."""
-    if isinstance(st, (ast.For, ast.AsyncFor)):
-        return bool(stored([st.target]) & set(names))
-    if isinstance(st, (ast.With, ast.AsyncWith)):
-        return bool(stored([i.optional_vars for i in st.items if i.optional_vars is not None]) & set(names))
-    if isinstance(st, COMPOUND + (ast.Match,)):
-        return bool(walrus(getattr(st, "test", None)) & set(names))
-    return bool(stored([st]) & set(names))
-
-
-def _reads_any(st: ast.stmt, names: set[str]) -> bool:
-    return bool(set(read([st])) & names)
-
-
-def _calls(st: ast.stmt) -> int:
-    return sum(isinstance(n, ast.Call) for n in ast.walk(st))
-
-
-def _does_something(st: ast.stmt) -> bool:
-    """Whether `st` does work worth a region's call (not just `pass`, a docstring or `y = h`)."""
-    return any(isinstance(n, _WORK) for n in ast.walk(st))
 
 
 def _self_name(fn: ast.FunctionDef) -> str | None:
