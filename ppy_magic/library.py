@@ -135,7 +135,7 @@ class Compiler:
             if not isinstance(f, types.FunctionType):
                 continue
             out.append(name)
-            inner = _innermost(f)
+            inner = source.innermost(f)
             found = source.located(inner.__code__) if isinstance(inner, types.FunctionType) else None
             if found is None:
                 continue
@@ -183,7 +183,7 @@ class Compiler:
         inner = f
         while not _is_def(inner):
             nxt = getattr(inner, "__wrapped__", None)
-            if not isinstance(inner, types.FunctionType) or not _holds(inner, nxt) or len(wrappers) > 16:
+            if not isinstance(inner, types.FunctionType) or not source.holds_wrapped(inner, nxt) or len(wrappers) > 16:
                 return Compiled(name, None, reason=f"{_describe(inner)} is not a function ppy_magic can read")
             wrappers.append(inner)
             inner = nxt
@@ -337,31 +337,13 @@ def _attribute(cls: type, name: str) -> Any:
 
 def _is_def(f: Any) -> bool:
     """`f` runs its own code only: not a decorator's wrapper holding (``__wrapped__``) another function."""
-    return isinstance(f, types.FunctionType) and not _holds(f, getattr(f, "__wrapped__", None))
-
-
-def _innermost(f: types.FunctionType) -> Any:
-    """The function under a chain of decorators' wrappers."""
-    while isinstance(f, types.FunctionType) and _holds(f, getattr(f, "__wrapped__", None)):
-        f = f.__wrapped__
-    return f
-
-
-def _holds(wrapper: types.FunctionType, inner: Any) -> bool:
-    return inner is not None and any(_cell(c) is inner for c in wrapper.__closure__ or ())
-
-
-def _cell(c: types.CellType) -> Any:
-    try:
-        return c.cell_contents
-    except ValueError:  # an empty cell
-        return None
+    return isinstance(f, types.FunctionType) and not source.holds_wrapped(f, getattr(f, "__wrapped__", None))
 
 
 def _rewrap(wrapper: types.FunctionType, inner: Callable) -> types.FunctionType:
     """A copy of `wrapper` whose closure holds `inner` where it held the function it wraps."""
     old = wrapper.__wrapped__
-    cells = tuple(types.CellType(inner) if _cell(c) is old else c for c in wrapper.__closure__ or ())
+    cells = tuple(types.CellType(inner) if source.cell_value(c) is old else c for c in wrapper.__closure__ or ())
     new = types.FunctionType(wrapper.__code__, wrapper.__globals__, wrapper.__name__, wrapper.__defaults__, cells)
     new.__kwdefaults__ = copy.copy(wrapper.__kwdefaults__)
     new.__dict__.update(wrapper.__dict__)

@@ -69,20 +69,26 @@ def test_submodules_run_inline_in_their_callers_region(compiled):
     assert mlp.wrapped_by == () and mlp.region.calls == 0
 
 
-def test_a_decorators_wrapper_compiles_inline_with_the_function_its_closure_holds():
-    """`doubled` and `shifted` are wrapped by one decorator (the same wrapper code, two closures), Doubler's
-    forward by it too, Shifter's by one written as transformers' deprecate_kwarg is (an enum of actions, the
-    class's name, keywords tested by name): the caller's region runs each wrapper's code (decided when
-    compiling: no renamed keyword is passed) and the function its own closure holds, so each gives its own
-    result; the instances' own bindings are never called, and called on their own still rename and warn."""
+def _settled_twin(cls: type) -> tuple:
+    """A compiled `cls()`, its eager copy and an input, after three calls compared bit for bit."""
     torch.manual_seed(0)
-    model = lib.TwoWrapped()
+    model = cls()
     eager = copy.deepcopy(model)
     ppy_magic.compile(model)
     x = torch.randn(3, 16)
     with variants.blocking(), torch.no_grad():
         for _ in range(3):
             assert torch.equal(model(x), eager(x))
+    return model, eager, x
+
+
+def test_a_decorators_wrapper_compiles_inline_with_the_function_its_closure_holds():
+    """`doubled` and `shifted` are wrapped by one decorator (the same wrapper code, two closures), Doubler's
+    forward by it too, Shifter's by one written as transformers' deprecate_kwarg is (an enum of actions, the
+    class's name, keywords tested by name): the caller's region runs each wrapper's code (decided when
+    compiling: no renamed keyword is passed) and the function its own closure holds, so each gives its own
+    result; the instances' own bindings are never called, and called on their own still rename and warn."""
+    model, eager, x = _settled_twin(lib.TwoWrapped)
     top = ppy_magic.library.compiled_methods(model)["forward"].region
     assert top.__ppy_region__ and top.__dict__.get("__ppy_split__") is None, ppy_magic.explain(top)
     for sub in (model.twice, model.lift):
@@ -97,14 +103,7 @@ def test_a_decorators_wrapper_compiles_inline_with_the_function_its_closure_hold
 def test_a_partial_each_instance_makes_is_the_value_its_region_was_built_for_when_it_binds_the_same():
     """Each PartialAct holds its own functools.partial: two bind softmax's dim=-1, one dim=0. The two alike
     share a region's variant (no fallback at their calls); the third is not taken for them (its own variant)."""
-    torch.manual_seed(0)
-    model = lib.PartialStack()
-    eager = copy.deepcopy(model)
-    ppy_magic.compile(model)
-    x = torch.randn(3, 16)
-    with variants.blocking(), torch.no_grad():
-        for _ in range(3):
-            assert torch.equal(model(x), eager(x))
+    model, eager, x = _settled_twin(lib.PartialStack)
     (region,) = {ppy_magic.library.compiled_methods(m)["forward"].region for m in model.layers}
     calls, fallbacks = region.calls, region.fallbacks
     with torch.no_grad():

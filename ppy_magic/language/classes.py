@@ -24,7 +24,6 @@ from __future__ import annotations
 import ast
 import inspect
 import sys
-import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,7 +189,7 @@ class Classes:
             level = opt_level(stmt, g)
             if level is None and _compiles_undecorated(ref, stmt, g, filename):
                 level = 1  # ppy_magic.compile: the library's methods, as written
-            wrapped = _through_wrappers(ref, stmt, g, filename) if level is None else None
+            wrapped = _inside_wrappers(ref, stmt, g, filename) if level is None else None
             if wrapped is not None:  # ... or inside their decorators' wrappers, which compile with them
                 model.methods[stmt.name] = wrapped
                 continue
@@ -323,7 +322,7 @@ def _compiles_undecorated(ref: ClassRef, stmt: ast.FunctionDef, g: Globals, file
     )
 
 
-def _through_wrappers(ref: ClassRef, stmt: ast.FunctionDef, g: Globals, filename: str) -> Method | None:
+def _inside_wrappers(ref: ClassRef, stmt: ast.FunctionDef, g: Globals, filename: str) -> Method | None:
     """A method of a class in the compile's reach that its class holds inside decorators' wrappers
     (``functools.wraps``: each holds the next in a closure cell, as ``__wrapped__``), down to this ``def`` as
     written: the outermost wrapper, compiled with its cells' values (``source.closure_values``); a region
@@ -333,15 +332,10 @@ def _through_wrappers(ref: ClassRef, stmt: ast.FunctionDef, g: Globals, filename
 
     if ref.obj is None or not g.reaches(ref.obj) or stmt.name.startswith("__"):
         return None
-    outer = f = ref.obj.__dict__.get(stmt.name)
-    depth = 0
-    while isinstance(f, types.FunctionType) and not source.is_plain(f) and depth < 16:
-        inner = getattr(f, "__wrapped__", None)
-        if not any(_cell_value(c) is inner for c in f.__closure__ or ()):
-            return None
-        f, depth = inner, depth + 1
+    outer = ref.obj.__dict__.get(stmt.name)
+    f = source.innermost(outer)
     code = getattr(f, "__code__", None)
-    if depth == 0 or not source.is_plain(f) or code.co_filename != filename:
+    if f is outer or not source.is_plain(f) or code.co_filename != filename:
         return None
     if (code.co_name, code.co_firstlineno) != function_key(stmt):
         return None
@@ -351,13 +345,6 @@ def _through_wrappers(ref: ClassRef, stmt: ast.FunctionDef, g: Globals, filename
         return None
     node, wrapper_file, lines = found
     return Method(node, closure_globals(library_globals(outer.__globals__, g.reach), cells), wrapper_file, lines)
-
-
-def _cell_value(cell: Any) -> Any:
-    try:
-        return cell.cell_contents
-    except ValueError:
-        return None
 
 
 def method_globals(cls: type) -> dict[str, Any]:

@@ -78,6 +78,26 @@ def _defs(node: ast.AST, owner: ast.ClassDef | None):
             yield from _defs(child, owner)
 
 
+def cell_value(c: types.CellType) -> Any:
+    """What a closure cell holds (None for an empty one)."""
+    try:
+        return c.cell_contents
+    except ValueError:  # an empty cell
+        return None
+
+
+def holds_wrapped(wrapper: types.FunctionType, inner: Any) -> bool:
+    """`wrapper` holds `inner` (its ``__wrapped__``) in a closure cell: a decorator's wrapper calling it."""
+    return inner is not None and any(cell_value(c) is inner for c in wrapper.__closure__ or ())
+
+
+def innermost(f: Any) -> Any:
+    """The function under a chain of decorators' wrappers (`f` itself when it is none)."""
+    while isinstance(f, types.FunctionType) and holds_wrapped(f, getattr(f, "__wrapped__", None)):
+        f = f.__wrapped__
+    return f
+
+
 def closure_values(fn: Any) -> dict[str, Any] | None:
     """The values of `fn`'s closure cells by name (a decorator's wrapper: the function it wraps, the
     decorator's arguments), for a function that is not a generator or coroutine and whose cells all hold a
