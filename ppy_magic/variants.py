@@ -198,6 +198,12 @@ _NOT_KINDS = (
     "is not defined yet",
     "does not fit in 64 bits",
 )
+# A submodule the region calls inline has a hook (the runtime's reason ends so). A hook registered for a few
+# calls (a debugging print) only sends those calls to Python; one still there after HOOKED_CALLS calls is
+# taken to stay (a library's output capture): the function is compiled again, and the compiler, seeing the
+# hook on the call's module, makes the statement calling it run as Python (``breaks``).
+_HOOKED = "which nn.Module.__call__ runs (the region runs its forward inline)"
+HOOKED_CALLS = 4
 
 
 _SEEN_LIMIT = 1024  # calls remembered per function as needing no new variant
@@ -233,10 +239,15 @@ class Variants:
         self.around: Callable[[Any, CompileError], bool] | None = None
         self.last_call: call_values.CallValues | None = None  # what the last call compiled for said
         self.repeats = 0  # calls in a row like one already refused (``_GIVE_UP``)
+        self.hooked = 0  # calls refused for a hook on a submodule (``HOOKED_CALLS``)
 
     # -- the hook --------------------------------------------------------------------------------
     def __call__(self, reg: Any, bound: tuple, reason: str) -> bool:
-        if any(s in reason for s in _NOT_KINDS):
+        if reason.endswith(_HOOKED):
+            self.hooked += 1
+            if self.hooked < HOOKED_CALLS:
+                return False
+        elif any(s in reason for s in _NOT_KINDS):
             return False
         try:
             key = (reason, _signature(bound))

@@ -187,6 +187,40 @@ def test_state_dict_copies_pickles_and_hooks_behave(compiled):
     assert seen == [torch.Size([2, 5, 16])] * 3
 
 
+def test_a_submodule_hooked_for_good_runs_as_python_and_the_rest_stays_in_regions():
+    """A forward hook registered on a submodule a region calls inline (as transformers' output capture does,
+    for good): the first calls run as Python (a debugging hook may go again); once it stays, the block is
+    split around the call, which runs through nn.Module.__call__, hook and all, while the rest of the block
+    runs as regions that no longer fall back."""
+    model, eager = _model(), _model()
+    ppy_magic.compile(model)
+    seen: dict[int, list] = {id(model): [], id(eager): []}
+
+    def doubling(into: list):
+        def hook(module, args, out):
+            into.append(out.shape)
+            return out * 2
+
+        return hook
+
+    for m in (model, eager):
+        m.blocks[0].mlp.register_forward_hook(doubling(seen[id(m)]))
+    model.eval(), eager.eval()
+    x = torch.randn(2, 5, 16)
+    block = ppy_magic.library.compiled_methods(model.blocks[0])["forward"].region
+    with variants.blocking(), torch.no_grad():
+        for _ in range(variants.HOOKED_CALLS + 2):
+            assert _same(model(x), eager(x))
+        calls, fallbacks = ppy_magic.region.counters(block)
+        for _ in range(3):
+            assert _same(model(x), eager(x))
+    assert len(seen[id(model)]) == len(seen[id(eager)]) == variants.HOOKED_CALLS + 5
+    now, again = ppy_magic.region.counters(block)
+    assert again == fallbacks and now >= calls + 3, ppy_magic.explain(block)
+    text = str(ppy_magic.explain(block))
+    assert "self.mlp has a forward hook registered: nn.Module.__call__ runs it" in text, text
+
+
 def test_a_function_a_method_and_a_class_compile():
     f = ppy_magic.compile(lib.gelu_tanh)
     assert f is not lib.gelu_tanh and lib.gelu_tanh.__name__ == "gelu_tanh"

@@ -230,6 +230,7 @@ class ModuleCompiler:
             )
             raise self.error(node, f"{mv.path}.{method}() is not compiled: {what}.{method} is not a region", hint)
         if hooks:
+            self.refuse_hooked(node, mv)
             self.layout(mv.mtype).inline = True  # nn.Module.__call__ would run its hooks
         # The method Python would find is the one compiled here: checked at each call.
         origin = "torch" if target.adapter else ("" if target.filename == self.ctx.filename else target.filename)
@@ -247,6 +248,19 @@ class ModuleCompiler:
             display=f"{mv.mtype.cls.name}.{method}",
         )
 
+    def refuse_hooked(self, node: ast.Call, mv: ModuleValue) -> None:
+        """A module the call being compiled for brought with a hook registered: nn.Module.__call__ runs its
+        hooks, a region runs its forward inline, so the call is not compiled (it runs as Python, hooks and
+        all, where the function is split around it)."""
+        what = registered_hook(mv.sample)
+        if what is not None:
+            raise self.error(
+                node,
+                f"{mv.path} has {what} registered: nn.Module.__call__ runs it, a region would call {mv.path}'s "
+                "forward inline without it",
+                "The call runs as Python while the hook stays registered.",
+            )
+
     def einops_layer_call(self, node: ast.Call, mv: ModuleValue, args: list, kwargs: dict, hooks: bool) -> Any:
         """An einops ``Rearrange`` or ``Reduce`` layer: its pattern and axis lengths compiled in (compared at
         each call), its forward the function einops_forms writes for them."""
@@ -263,6 +277,7 @@ class ModuleCompiler:
             self.read(node, mv, Slot(name, ATTRIBUTE, ""), call_values.Constant(value), f"{mv.path}.{name}", value)
         forward = type(mv.sample).forward
         if hooks:
+            self.refuse_hooked(node, mv)
             self.layout(mv.mtype).inline = True  # nn.Module.__call__ would run its hooks
         code = forward.__code__
         self.layout(mv.mtype).slot(Slot("forward", METHOD, "-", pos=code.co_firstlineno, origin=code.co_filename))
@@ -525,3 +540,23 @@ def dotted(node: ast.AST) -> str | None:
     if not isinstance(node, ast.Name) or not parts:
         return None
     return ".".join([node.id, *reversed(parts)])
+
+
+_HOOK_DICTS = (
+    ("_forward_pre_hooks", "a forward pre-hook"),
+    ("_forward_hooks", "a forward hook"),
+    ("_backward_pre_hooks", "a backward pre-hook"),
+    ("_backward_hooks", "a backward hook"),
+)
+
+
+def registered_hook(module: Any) -> str | None:
+    """What hook `module` (an object a call brought, or None) has registered, the first of those the runtime's
+    layout check refuses (``module_plan.h``'s ``hooks_free``), or None."""
+    if module is None:
+        return None
+    own = getattr(module, "__dict__", {})
+    for name, what in _HOOK_DICTS:
+        if own.get(name):
+            return what
+    return None
