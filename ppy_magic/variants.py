@@ -199,9 +199,10 @@ _NOT_KINDS = (
     "does not fit in 64 bits",
 )
 # A submodule the region calls inline has a hook (the runtime's reason ends so). A hook registered for a few
-# calls (a debugging print) only sends those calls to Python; one still there after HOOKED_CALLS calls is
-# taken to stay (a library's output capture): the function is compiled again, and the compiler, seeing the
-# hook on the call's module, makes the statement calling it run as Python (``breaks``).
+# calls (a debugging print) only sends those calls to Python; once HOOKED_CALLS calls of the function were
+# refused for one, a hook met again is taken to stay (a library's output capture): the function is compiled
+# again, and the compiler, seeing the hook on the call's module, makes the statement calling it run as
+# Python (``breaks``).
 _HOOKED = "which nn.Module.__call__ runs (the region runs its forward inline)"
 HOOKED_CALLS = 4
 
@@ -239,7 +240,7 @@ class Variants:
         self.around: Callable[[Any, CompileError], bool] | None = None
         self.last_call: call_values.CallValues | None = None  # what the last call compiled for said
         self.repeats = 0  # calls in a row like one already refused (``_GIVE_UP``)
-        self.hooked = 0  # calls refused for a hook on a submodule (``HOOKED_CALLS``)
+        self.hooked = 0  # calls refused for a hook on a submodule, in all (``HOOKED_CALLS``)
 
     # -- the hook --------------------------------------------------------------------------------
     def __call__(self, reg: Any, bound: tuple, reason: str) -> bool:

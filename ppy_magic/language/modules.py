@@ -230,8 +230,7 @@ class ModuleCompiler:
             )
             raise self.error(node, f"{mv.path}.{method}() is not compiled: {what}.{method} is not a region", hint)
         if hooks:
-            self.refuse_hooked(node, mv)
-            self.layout(mv.mtype).inline = True  # nn.Module.__call__ would run its hooks
+            self.inline_call(node, mv)
         # The method Python would find is the one compiled here: checked at each call.
         origin = "torch" if target.adapter else ("" if target.filename == self.ctx.filename else target.filename)
         line = 0 if target.adapter else function_key(target.node)[1]
@@ -248,10 +247,10 @@ class ModuleCompiler:
             display=f"{mv.mtype.cls.name}.{method}",
         )
 
-    def refuse_hooked(self, node: ast.Call, mv: ModuleValue) -> None:
-        """A module the call being compiled for brought with a hook registered: nn.Module.__call__ runs its
-        hooks, a region runs its forward inline, so the call is not compiled (it runs as Python, hooks and
-        all, where the function is split around it)."""
+    def inline_call(self, node: ast.Call, mv: ModuleValue) -> None:
+        """`mv`'s forward runs inline, where nn.Module.__call__ would run its hooks: its layout checks at each
+        call that it has none. A module the call being compiled for brought with a hook registered is not
+        called inline at all (the call runs as Python, hooks and all, where the function is split around it)."""
         what = registered_hook(mv.sample)
         if what is not None:
             raise self.error(
@@ -260,6 +259,7 @@ class ModuleCompiler:
                 "forward inline without it",
                 "The call runs as Python while the hook stays registered.",
             )
+        self.layout(mv.mtype).inline = True
 
     def einops_layer_call(self, node: ast.Call, mv: ModuleValue, args: list, kwargs: dict, hooks: bool) -> Any:
         """An einops ``Rearrange`` or ``Reduce`` layer: its pattern and axis lengths compiled in (compared at
@@ -277,8 +277,7 @@ class ModuleCompiler:
             self.read(node, mv, Slot(name, ATTRIBUTE, ""), call_values.Constant(value), f"{mv.path}.{name}", value)
         forward = type(mv.sample).forward
         if hooks:
-            self.refuse_hooked(node, mv)
-            self.layout(mv.mtype).inline = True  # nn.Module.__call__ would run its hooks
+            self.inline_call(node, mv)
         code = forward.__code__
         self.layout(mv.mtype).slot(Slot("forward", METHOD, "-", pos=code.co_firstlineno, origin=code.co_filename))
         try:
