@@ -24,7 +24,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,6 +116,7 @@ class _Build:
     guards: tuple
     done: Callable[[VariantRecord], None] | None
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+    recorders: tuple = field(default_factory=backend.shipped.active)  # a ppy build --run that queued it
 
 
 _queue: list[_Build] = []
@@ -154,15 +155,27 @@ def _drain() -> None:
             alone = [b for b in builds if _cached(cache, b.code.text)]
             together = [b for b in builds if b not in alone]
             for b in alone:
-                b.hook._build(b, None)
+                with backend.shipped.into(b.recorders):
+                    b.hook._build(b, None)
             if len(together) == 1:
-                together[0].hook._build(together[0], None)
+                with backend.shipped.into(together[0].recorders):
+                    together[0].hook._build(together[0], None)
             elif together:
-                _build_together(cache, together)
+                with backend.shipped.into(_union(b.recorders for b in together)):
+                    _build_together(cache, together)
     finally:
         for b in batch:
             if not b.future.done():
                 b.future.set_result(None)
+
+
+def _union(groups: Iterable[tuple]) -> tuple:
+    """Every recording that queued one of a batch built as one module, each once."""
+    seen: dict[int, Any] = {}
+    for group in groups:
+        for rec in group:
+            seen.setdefault(id(rec), rec)
+    return tuple(seen.values())
 
 
 def _cached(cache: backend.Cache, text: str) -> bool:

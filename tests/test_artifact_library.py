@@ -124,3 +124,34 @@ def test_without_run_a_program_with_no_decorated_function_is_refused_with_the_wa
     assert done.returncode == 1
     assert "ppy build --run FILE" in done.stderr, done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_recording_keeps_the_modules_of_its_own_context_and_of_the_work_it_hands_over():
+    """``ppy build`` ships what its program's calls built, never a module another thread of the
+    process loads meanwhile (a notebook's background variant, an earlier program's queued build)."""
+    import threading
+
+    from ppy_magic import variants
+    from ppy_magic.backend import shipped
+
+    def elsewhere(name: str, recorders: tuple | None = None) -> None:
+        def use() -> None:
+            if recorders is None:
+                shipped.note_use(name, "0" * 64, "/x.so")
+            else:
+                with shipped.into(recorders):
+                    shipped.note_use(name, "1" * 64, "/y.so")
+
+        t = threading.Thread(target=use)
+        t.start()
+        t.join()
+
+    with shipped.recording() as outer:
+        elsewhere("other_thread")  # not this program's
+        queued = variants._Build(None, None, None, None, None, (), None)  # a variant its call queued
+        with shipped.recording() as inner:
+            shipped.note_use("own", "2" * 64, "/z.so")
+        elsewhere("handed_over", queued.recorders)
+    assert set(outer) == {"own", "handed_over"} and set(inner) == {"own"}
+    assert outer["handed_over"] == ("1" * 64, "/y.so")
+    assert not shipped.recording_now() and shipped.active() == ()

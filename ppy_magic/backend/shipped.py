@@ -7,11 +7,17 @@ any process that compiles the same code for the same call. ``ppy build --run`` r
 modules a run of the program used (``recording``) and the artifact ships them; its loader
 registers them (``register``) and the cache imports one, checked by its sha256, where it would
 otherwise have to build it.
+
+A recording belongs to the context that opened it (a ``ContextVar``): a module another thread of the
+process loads (a notebook's background variant, another program's build) is not the program's. Work
+the program hands to a thread takes its recordings along (``active`` at the hand-over, ``into``
+where the thread runs it), as the variant builds its calls queue do.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import threading
 from collections.abc import Iterator
@@ -27,7 +33,8 @@ class Shipped:
 
 _lock = threading.Lock()
 _by_code: dict[str, Shipped] = {}
-_recorders: list[dict[str, tuple[str, str]]] = []  # module name -> (code key, its file)
+Recorder = dict[str, tuple[str, str]]  # module name -> (code key, its file)
+_recorders: contextvars.ContextVar[tuple[Recorder, ...]] = contextvars.ContextVar("ppy_recorders", default=())
 
 
 def code_key(code_without_comments: str) -> str:
@@ -51,25 +58,38 @@ def find(code: str) -> Shipped | None:
 
 
 def recording_now() -> bool:
-    """Whether a recording runs (else no module's use needs its code key)."""
-    return bool(_recorders)
+    """Whether a recording runs in this context (else no module's use needs its code key)."""
+    return bool(_recorders.get())
 
 
 def note_use(name: str, code: str, path: str) -> None:
-    """The cache gave out module `name` (its code key, its file): every recording running keeps it."""
+    """The cache gave out module `name` (its code key, its file): every recording of this context keeps it."""
     with _lock:
-        for rec in _recorders:
+        for rec in _recorders.get():
             rec.setdefault(name, (code, path))
 
 
+def active() -> tuple[Recorder, ...]:
+    """The recordings of this context, for work handed to another thread (``into``)."""
+    return _recorders.get()
+
+
 @contextlib.contextmanager
-def recording() -> Iterator[dict[str, tuple[str, str]]]:
-    """While it runs, every module the cache gives out: name -> (code key, file)."""
-    rec: dict[str, tuple[str, str]] = {}
-    with _lock:
-        _recorders.append(rec)
+def into(recorders: tuple[Recorder, ...]) -> Iterator[None]:
+    """Run work handed over from the context whose recordings (``active``) are `recorders`."""
+    token = _recorders.set(recorders)
+    try:
+        yield
+    finally:
+        _recorders.reset(token)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[Recorder]:
+    """While it runs, every module the cache gives out in this context: name -> (code key, file)."""
+    rec: Recorder = {}
+    token = _recorders.set((*_recorders.get(), rec))
     try:
         yield rec
     finally:
-        with _lock:
-            _recorders.remove(rec)
+        _recorders.reset(token)
