@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from ppy_magic.language import coverage
+    from ppy_magic.language import coverage, torch_source
 
     torch.set_num_threads(1)
     tables = [
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     for title, entries in tables:
         print(f"== {title}")
         width = max(len(e.name) for e in entries)
-        verified = 0
+        verified = from_source = source_only = 0
         for e in entries:
             outcomes = results.get(e.name, [])
             statuses = {s for s, _ in outcomes}
@@ -76,8 +76,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{e.name.ljust(width)}  {e.status:8}  {check[:160]}")
             if e.status == coverage.PYTHON:
                 print(f"{''.ljust(width)}  {'':8}  why: {e.detail}")
+            how = torch_source.how_compiled(e.name) if e.status == coverage.ADAPTER else None
+            if how is not None:
+                print(f"{''.ljust(width)}  {'':8}  from {how[:150]}")
+                from_source += how.startswith("torch's source")
+                source_only += how == "torch's source"
+        adapted = sum(e.status == coverage.ADAPTER for e in entries)
         print(f"{title}: {verified} of {len(entries)} public functions compile and match eager on every probe")
-        print(f"{title}: {coverage.summary(entries)} reachable from a region (bindings and adapters)\n")
+        print(f"{title}: {coverage.summary(entries)} reachable from a region (bindings and adapters)")
+        print(
+            f"{title}: of {adapted} functions an adapter restates, {from_source} compiled from torch's own source "
+            f"({source_only} on every probe; the rest took the adapter where the source did not compile)\n"
+        )
     return 1 if failed else 0
 
 

@@ -197,9 +197,9 @@ class PlanResolver:
             return f"a {cls.__name__} whose {slot.name} is not torch's own (it was replaced): the region runs torch's"
         code = getattr(getattr(found, "__wrapped__", None), "__code__", None)
         filename = slot.origin or self.spec.filename
-        plain = getattr(found, "__code__", None)
+        plain = getattr(found.fget if type(found) is property else found, "__code__", None)
         if plain is not None and (plain.co_filename, plain.co_firstlineno) == (filename, slot.pos):
-            return found  # a library's method compiled from its source as written (ppy_magic.compile)
+            return found  # a library's method (or property) compiled from its source as written
         if getattr(found, "__ppy_region__", False) and code is not None and code.co_filename == filename:
             decorators = getattr(found, "__ppy_info__", None)
             first = decorators.spec.first_line if decorators is not None else code.co_firstlineno
@@ -259,6 +259,7 @@ class Explanation:
     reads: tuple[str, ...] = ()  # a method: what it reads of each kind of module, per call
     variants: tuple[str, ...] = ()  # the variants built at calls: what each is specialised on, why, by which call
     split: tuple[str, ...] = ()  # a function split around what a region cannot take: its breaks and segments
+    torch_sources: tuple[str, ...] = ()  # torch functions compiled from torch's own source
 
     def __str__(self) -> str:
         lines = []
@@ -281,6 +282,8 @@ class Explanation:
             if self.frozen_globals:
                 frozen = ", ".join(f"{k}={_short(v)}" for k, v in sorted(self.frozen_globals.items()))
                 lines.append(f"  globals frozen at compile time: {frozen}")
+            if self.torch_sources:
+                lines.append(f"  compiled from torch's own source: {', '.join(self.torch_sources)}")
             if self.variants:
                 lines.append("  variants built at calls (tried in this order, each guarded by its kinds and values):")
                 lines += [f"    {v}" for v in self.variants]
@@ -383,6 +386,7 @@ def explain(f: Any) -> Explanation:
         level_notes=dict(info.spec.level_notes),
         reads=_reads(info.spec.plan),
         variants=records,
+        torch_sources=info.spec.torch_sources,
     )
 
 

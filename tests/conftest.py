@@ -38,6 +38,7 @@ def ip():
     return shell
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items) -> None:
     """Under pytest-xdist (``--dist loadgroup``): each file's tests run on one worker, where its cells build
     once in that worker's cache; a file that names a parameter in ``XDIST_SPREAD`` (a model) runs each
@@ -50,3 +51,18 @@ def pytest_collection_modifyitems(config, items) -> None:
             value = callspec.params[spread]
             group += f"[{getattr(value, 'name', value)}]"
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """With PPY_TORCH_SOURCE_REPORT=FILE, each process appends how its regions took torch's functions:
+    from torch's source, or by the adapter and why (language/torch_source.py). Read across a whole
+    run it says which restatements no test needed."""
+    path = os.environ.get("PPY_TORCH_SOURCE_REPORT")
+    if not path:
+        return
+    import json
+
+    from ppy_magic.language import torch_source
+
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"compiled": sorted(torch_source.compiled), "fallbacks": torch_source.fallbacks}) + "\n")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+import ppy_magic
+from ppy_magic import variants
 from tests.support.cells import assert_same, compile_cell, compile_error
 
 CELL = """
@@ -26,6 +28,17 @@ def unpack_sizes(x):
     *lead, last = x.shape
     n = B * T + C // 3 - C % 3
     return x.reshape(B * T, C) * n, lead[0] + last, x.new_zeros(B, last).sum()
+
+@ppy.opt(3)
+def layout_flags(x):
+    if x.is_nested or x.is_sparse or x.is_quantized or x.is_mkldnn or x.is_meta or x.is_xpu or x.is_mps:
+        return x, False
+    return x * 2 if x.is_cpu else x, x.is_cpu
+
+@ppy.opt(3)
+def unpack_display(x):
+    i, j, dt = *x.shape[1:], x.dtype  # a run-time sequence beside a value that is not an int
+    return x.to(dt).sum() * i - j
 
 @ppy.opt(3)
 def math_on_numbers(x, a: float, k: int):
@@ -46,7 +59,7 @@ def indexing(x, m, idx):
 
 @ppy.opt(3)
 def returns(x):
-    return (x, (x + 1, x.sum())), torch.max(x, 1), x.shape, x.dim(), x.dtype is not None
+    return (x, (x + 1, x.sum())), torch.max(x, 1), x.shape, x.dim(), x.dtype is not None, x.device, x.dtype
 
 @ppy.opt(3)
 def tensor_lists(xs: list, dim: int):
@@ -192,13 +205,17 @@ def test_branches_and_loops_on_tensor_values(cell):
 def test_sizes_unpacking_and_int_arithmetic(cell):
     ns, _ = cell
     same(ns["unpack_sizes"], rand(2, 3, 7))
-    f = ns["unpack_sizes"]
-    for bad in (rand(2, 3), rand(1, 2, 3, 4)):  # Python's own unpacking error, same type and message
-        with pytest.raises(ValueError) as region:
-            f(bad)
-        with pytest.raises(ValueError) as eager:
-            f.__wrapped__(bad)
-        assert str(region.value) == str(eager.value)
+    same(ns["unpack_display"], rand(2, 3, 7))
+    same(ns["layout_flags"], rand(2, 3))
+    assert ns["layout_flags"](rand(2, 3))[1] is True
+    assert ns["layout_flags"](rand(2, 3, device="meta"))[1] is False  # Python's body: meta is not built for
+    for f in (ns["unpack_sizes"], ns["unpack_display"]):
+        for bad in (rand(2, 3), rand(1, 2, 3, 4)):  # Python's own unpacking error, same type and message
+            with pytest.raises(ValueError) as region:
+                f(bad)
+            with pytest.raises(ValueError) as eager:
+                f.__wrapped__(bad)
+            assert str(region.value) == str(eager.value)
 
 
 def test_math_on_numbers(cell):
@@ -222,6 +239,24 @@ def test_tuple_namedtuple_and_size_returns(cell):
     same(f, rand(3, 4))
     out = f(rand(3, 4))
     assert type(out[1]) is torch.return_types.max and type(out[2]) is torch.Size
+    assert out[5] == torch.device("cpu") and out[6] is torch.float32  # torch's own dtype object
+    assert f(rand(3, 4).double())[6] is torch.float64
+
+
+def _on_device(x, device):
+    m = torch.ones(x.shape, device=device, dtype=torch.bool).triu(1)
+    return x.masked_fill(m, 0.0), device
+
+
+def test_a_device_passed_in_is_a_constant_ops_take_and_a_region_returns():
+    f = ppy_magic.compile(_on_device)
+    with variants.blocking():
+        for _ in range(2):
+            same(f, rand(3, 4), torch.device("cpu"))
+        for _ in range(3):  # a str names the device too: what Python returns (the str), a variant at a time
+            assert_same(f(rand(3, 4), "cpu"), _on_device(rand(3, 4), "cpu"))
+    text = str(ppy_magic.explain(f))
+    assert "device == device(type='cpu') (compiled in)" in text and "break" not in text, text
 
 
 def test_tensor_list_parameters(cell):
@@ -351,6 +386,7 @@ def test_what_stays_python_says_where_and_why(cell):
         ("    for i in 'abc':\n        pass\n    return x", "at 4:14", "iterating over str"),
         ("    y = torch.einsum(x, [0, 1])\n    return y", "at 4:9", "sublist"),
         ("    return x.frobnicate()", "at 4:12", "frobnicate"),
+        ("    if x.dim() == 2 and x.is_leaf:\n        return x\n    return x", "at 4:25", "attribute `.is_leaf`"),
         ("    k = None if x.dim() > 5 else 3\n    return isinstance(k, int)", "at 5:12", "decided by the value"),
     ],
 )

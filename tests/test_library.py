@@ -336,3 +336,87 @@ def test_a_helper_returning_a_wrapped_nested_function_compiles_into_the_callers_
     reg = model.forward.__func__
     assert reg.__ppy_region__ and "__ppy_split__" not in reg.__dict__, ppy_magic.explain(model.forward)
     assert ppy_magic.explain(model.forward).fallbacks == 0
+
+
+def test_a_plain_objects_property_compiles_inline_and_a_replaced_one_is_seen():
+    """`self.config.mode`, a property of a plain config: its getter compiles into the forward's region (no
+    break, no fallback); a class whose property is replaced afterwards gets what Python gets."""
+    torch.manual_seed(0)
+    model, eager = lib.ModeSwitch(lib.NamedConfig()), lib.ModeSwitch(lib.NamedConfig())
+    eager.load_state_dict(model.state_dict())
+    ppy_magic.compile(model)
+    x = torch.randn(2, 5, 16)
+    region = ppy_magic.library.compiled_methods(model)["forward"].region
+    with variants.blocking(), torch.no_grad():
+        for _ in range(3):
+            assert torch.equal(model(x), eager(x))
+        calls, fallbacks = ppy_magic.region.counters(region)
+        text = str(ppy_magic.explain(region))
+        assert calls >= 2 and fallbacks == 0 and "break" not in text, text
+        for mode in ("shift", "offset", "offset"):
+            for config in (model.config, eager.config):
+                config._mode = mode
+            assert torch.equal(model(x), eager(x))
+        original = lib.NamedConfig.mode
+        try:
+            lib.NamedConfig.mode = property(lambda self: "scale")
+            for _ in range(2):
+                assert torch.equal(model(x), eager(x))
+                assert torch.equal(model(x), eager.proj(x) * 2.0)
+        finally:
+            lib.NamedConfig.mode = original
+        assert torch.equal(model(x), eager(x))
+        # a getter a region cannot take: read in Python before its statement, the rest stays in regions
+        offset, twin = lib.ModeSwitch(lib.NamedConfig("offset")), lib.ModeSwitch(lib.NamedConfig("offset"))
+        twin.load_state_dict(offset.state_dict())
+        ppy_magic.compile(offset)
+        for _ in range(2):
+            assert torch.equal(offset(x), twin(x))
+    text = str(ppy_magic.explain(ppy_magic.library.compiled_methods(offset)["forward"].region))
+    assert "read in Python just before line" in text and ": self.config.offset" in text, text
+
+
+@pytest.mark.parametrize(
+    "name, args",
+    [
+        ("layer_norm", lambda x: (x, (16,), torch.ones(16) * 2, torch.zeros(16) + 0.5)),
+        ("softmax", lambda x: (x, -1)),
+        ("normalize", lambda x: (x,)),
+        ("rms_norm", lambda x: (x, (16,))),
+        ("embedding", lambda x: (torch.tensor([[0, 3], [2, 1]]), x)),
+    ],
+)
+def test_torchs_own_functional_source_compiles_whole_and_a_subclass_still_runs_python(name, args):
+    """torch.nn.functional's Python functions ask `has_torch_function_*` before their ops: inside a region
+    that is False (its guard sent subclasses and overrides to the Python body), so the function is one
+    region from torch's source; a tensor subclass passed in still runs torch's Python, override and all."""
+    fn = getattr(torch.nn.functional, name)
+    f = ppy_magic.compile(fn)
+    x = torch.randn(5, 16)
+    with variants.blocking():
+        for _ in range(3):
+            assert _same(f(*args(x)), fn(*args(x)))
+    text = str(ppy_magic.explain(f))
+    assert f.__ppy_region__ and "break" not in text and "fallbacks to Python: 0" in text, text
+
+    class Seen(torch.Tensor):
+        calls = 0
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            cls.calls += 1
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    sub = args(x.as_subclass(Seen))
+    got = f(*sub)
+    assert Seen.calls > 0 and type(got) is Seen and torch.equal(got, fn(*args(x)))
+
+
+def test_is_scripting_and_layout_flags_compile_as_python_answers_them():
+    f = ppy_magic.compile(lib.doubled_unless_scripting)
+    x = torch.randn(3, 4)
+    with variants.blocking():
+        for _ in range(2):
+            assert torch.equal(f(x), x * 2)
+    text = str(ppy_magic.explain(f))
+    assert f.__ppy_region__ and "break" not in text and "fallbacks to Python: 0" in text, text

@@ -59,6 +59,7 @@ class RegionSpec:
     extras: int = 0  # arguments beyond the parameters the call may pass and the region ignores: 1 *args, 2 **kwargs
     constants: tuple = ()  # per parameter: the value a 'K' one was specialised for (ir.Function.constants)
     specialised_reads: tuple[tuple[str, int], ...] = ()  # what was compiled in, and where (explain, annotate)
+    torch_sources: tuple[str, ...] = ()  # torch functions compiled from torch's own source, not restated
     owner: str | None = None  # a method: its class's name
     plan: Plan | None = None  # a method: what the runtime reads of its module parameters
     opt_level: int = 1  # the optimisation level its C++ was written at
@@ -310,6 +311,7 @@ def generate(functions: list[ir.Function]) -> CellCode:
                 extras=fn.extras,
                 constants=fn.constants,
                 specialised_reads=fn.specialised_reads,
+                torch_sources=fn.torch_sources,
                 owner=fn.owner,
                 plan=fn.plan,
                 opt_level=max(1, min(fn.level, MAX_LEVEL)),

@@ -144,6 +144,8 @@ def cpp_literal(value: object, kind: Kind | str) -> str:
         return "std::string(" + json.dumps(value) + ")"
     if kind == Kind.DTYPE:
         return f"at::ScalarType::{DTYPE_NAMES[value]}"  # type: ignore[index]
+    if kind == Kind.DEVICE:
+        return f"c10::Device(std::string({json.dumps(str(value))}))"
     if kind == Kind.ENUM:
         return ENUM_CONSTANTS[value]  # type: ignore[index]
     if kind == Kind.NONE:
@@ -220,7 +222,7 @@ INTRINSICS: dict[str, Template] = {
     "tensor_dtype": "{0}.scalar_type()",
     "tensor_device": "{0}.device()",
     "tensor_requires_grad": "{0}.requires_grad()",
-    "tensor_is_cuda": "{0}.is_cuda()",
+    **{f"tensor_{f}": f"{{0}}.{f}()" for f in ir.TENSOR_FLAGS},
     "tensor_len": "ppy::checked_len_dim0({0})",
     "tensor_to_float": "ppy::tensor_to_float({0})",
     "tensor_to_int": "ppy::tensor_to_int({0})",
@@ -382,6 +384,11 @@ INTRINSICS: dict[str, Template] = {
     "tensor_tolist": "ppy::tensor_tolist({0})",
     "numbers_len": "ppy::numbers_len({0})",
     "range_list": "ppy::range_list({0}, {1}, {2})",
+    # the process's settings
+    "grad_enabled": "c10::GradMode::is_enabled()",
+    "inference_mode_enabled": "c10::InferenceMode::is_enabled()",
+    "deterministic_algorithms": "at::globalContext().deterministicAlgorithms()",
+    "deterministic_warn_only": "at::globalContext().deterministicAlgorithmsWarnOnly()",
     # grad mode
     "grad_mode_enter": "ppy::GradMode({0})",
     "grad_mode_exit": "{0}.exit()",

@@ -334,6 +334,11 @@ class Emitter:
                     self.out(depth, f"ppy::push_number(*ppy_out, {atom(a)});")
                 elif a.kind in ir.LIST_KINDS:
                     self.out(depth, f"ppy::push_list(*ppy_out, {atom(a)});")
+                elif a.kind == Kind.DEVICE:  # its type, then its index
+                    self.out(depth, f"ppy_out->i.push_back(static_cast<int64_t>({atom(a)}.type()));")
+                    self.out(depth, f"ppy_out->i.push_back(static_cast<int64_t>({atom(a)}.index()));")
+                elif a.kind == Kind.DTYPE:
+                    self.out(depth, f"ppy_out->i.push_back(static_cast<int64_t>({atom(a)}));")
                 else:
                     raise TypeError(f"a region cannot return a value of kind {a.kind!r}")
             self.out(depth, "return;")

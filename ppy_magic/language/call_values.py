@@ -171,6 +171,14 @@ def lookup(obj: Any, name: str) -> tuple[bool, Any]:
     return False, "it does not exist"
 
 
+def property_getter(obj: Any, name: str) -> types.FunctionType | None:
+    """The getter of a plain ``property`` ``name`` of ``obj``'s class (a function of Python source), or None."""
+    found = next((k.__dict__[name] for k in type(obj).__mro__ if name in k.__dict__), None)
+    if type(found) is not property or not isinstance(found.fget, types.FunctionType):
+        return None
+    return found.fget
+
+
 @dataclass(frozen=True, eq=False)
 class Constant:
     """An attribute compiled in as the value the call's object held (compared at each call)."""

@@ -12,9 +12,10 @@ import types
 from typing import Any
 
 from ..errors import CompileError
-from . import adapters, ir, param_kinds, source
+from . import adapters, ir, param_kinds, source, torch_source
 from .ir import Kind
-from .namespace import Globals, closure_globals, collect_globals, library_globals
+from .module_plan import METHOD, Slot
+from .namespace import Globals, closure_globals, collect_globals, function_key, library_globals
 from .values import (
     CellFunction,
     Closure,
@@ -46,9 +47,9 @@ class CalleeCompiler:
             return None
         if getattr(target, "__ppy_opt__", 0):
             g = collect_globals(ast.Module(body=[], type_ignores=[]), target.__globals__)
-        elif self.g.reaches(target) and source.is_plain(target):
+        elif (reached := self.g.reaches(target) or torch_source.holds(target)) and source.is_plain(target):
             g = library_globals(target.__globals__, self.g.reach)  # the library a compiled model comes from
-        elif self.g.reaches(target) and (cells := source.closure_values(target)) is not None:
+        elif reached and (cells := source.closure_values(target)) is not None:
             g = closure_globals(library_globals(target.__globals__, self.g.reach), cells)  # a decorator's wrapper
         else:
             return None
@@ -57,6 +58,49 @@ class CalleeCompiler:
             return None
         node, filename, file_lines = found
         return node, g, filename, file_lines
+
+    def torch_source_call(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
+        """A torch function an adapter restates, compiled from torch's own source where it compiles for
+        this call; NotImplemented (the adapter then) where it does not."""
+        callee = self.callee_def(fn) if torch_source.holds(fn) else None
+        if callee is None:
+            return NotImplemented
+        return self.attempt_torch_source(fn, lambda: self.call_user(node, callee, args, kwargs))
+
+    def torch_forward_call(self, node: ast.Call, mv: ModuleValue, method: str, args: list, kwargs: dict) -> Any:
+        """A torch.nn module's `method` compiled from the installed torch's source (``torch_source``), reading
+        the attributes its restatement declares; NotImplemented (the restatement then) where it does not compile."""
+        cls = mv.mtype.cls.obj
+        fn = getattr(cls, method, None) if cls is not None else None
+        found = source.definition(fn) if torch_source.holds_method(fn) else None
+        if found is None:
+            return NotImplemented
+        fdef, filename, lines = found
+        g = library_globals(fn.__globals__, self.g.reach)
+
+        def compile_it() -> Any:
+            made = self.call_helper(
+                node, fdef, g, filename, lines, [mv, *args], kwargs, adapter=False, display=f"{cls.__name__}.{method}"
+            )
+            # the method Python would find is the one compiled here: checked at each call
+            self.layout(mv.mtype).slot(Slot(method, METHOD, "-", pos=function_key(fdef)[1], origin=filename))
+            return made
+
+        return self.attempt_torch_source(fn, compile_it)
+
+    def attempt_torch_source(self, fn: Any, compile_it: Any) -> Any:
+        """`compile_it()` (a call of torch's own code for `fn`), or NotImplemented where it does not compile, the
+        attempt taken back (``Context.restore``) and why kept for the coverage report."""
+        saved = self.ctx.checkpoint()
+        try:
+            made = compile_it()
+        except CompileError as err:
+            self.ctx.restore(saved)  # nothing of the attempt stays in the region
+            torch_source.gave_way(fn, err.message)
+            return NotImplemented
+        torch_source.compiled.add(torch_source.name_of(fn))
+        self.ctx.torch_sources.add(torch_source.name_of(fn))
+        return made
 
     def call_closure(self, node: ast.Call, closure: Closure, args: list, kwargs: dict) -> Any:
         """A lambda or nested def, compiled like a callee; its free names are extra arguments."""
@@ -227,8 +271,11 @@ class CalleeCompiler:
         stem = "".join(ch if ch.isalnum() else "_" for ch in who).strip("_") or "fn"  # <lambda>: lambda; A.f: A_f
         symbol = f"ppy_fn_{len(self.ctx.helpers)}_{stem}"
         body = tuple(sub.body)
-        self.ctx.helpers.append(ir.Helper(symbol, tuple(params), body, kinds, not adapter))
-        if not adapter:
+        # Lines are the region's file's: a callee of another file (torch's source, a library's other module)
+        # points its errors at the caller's line, as an adapter does.
+        own_lines = not adapter and filename == self.ctx.filename
+        self.ctx.helpers.append(ir.Helper(symbol, tuple(params), body, kinds, own_lines))
+        if own_lines:
             for ln in range(fdef.lineno, (fdef.end_lineno or fdef.lineno) + 1):
                 if 0 < ln <= len(lines):
                     self.ctx.source_lines.setdefault(ln, lines[ln - 1].strip())

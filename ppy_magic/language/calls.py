@@ -8,8 +8,10 @@ to the call site's argument kinds (constants stay constants), and called.
 from __future__ import annotations
 
 import ast
+import collections.abc
 import functools
 import types
+import typing
 import warnings
 from typing import Any
 
@@ -46,6 +48,53 @@ def _consumes(node: ast.Call, fn: Any) -> bool:
     if fn in (min, max) and len(node.args) > 1:
         return False
     return bool(node.args)
+
+
+# torch.overrides' checks, which torch's Python functions make before their ops (see torch_function_check).
+TORCH_FUNCTION_CHECKS = frozenset(
+    {
+        torch.overrides.has_torch_function,
+        torch.overrides.has_torch_function_unary,
+        torch.overrides.has_torch_function_variadic,
+    }
+)
+
+
+# Asked by torch's functions, False while a region runs: no TorchScript, and no dynamo or export traces its C++.
+NEVER_IN_A_REGION = frozenset(
+    {
+        torch.jit.is_scripting,
+        torch.compiler.is_compiling,
+        torch.compiler.is_dynamo_compiling,
+        torch.compiler.is_exporting,
+        torch._utils.is_compiling,
+    }
+)
+
+# torch._check and its kin raise this error with the message callable's str() when the condition is False.
+TORCH_CHECKS = {
+    torch._check: "RuntimeError",
+    torch._check_index: "IndexError",
+    torch._check_value: "ValueError",
+    torch._check_type: "TypeError",
+    torch._check_not_implemented: "NotImplementedError",
+}
+
+
+@functools.cache
+def _check_definition(error: str) -> tuple[ast.FunctionDef, list[str]]:
+    """torch._check_with's path for a bool condition and a message callable, in the region language."""
+    text = f"def _check_with(cond, message):\n    if not cond:\n        raise {error}(str(message()))\n"
+    return ast.parse(text).body[0], text.splitlines()
+
+
+# The process's settings a call reads (ir.INTRINSICS): torch's functions branch on them (F.pad: deterministic).
+SETTINGS = {
+    torch.is_grad_enabled: "grad_enabled",
+    torch.is_inference_mode_enabled: "inference_mode_enabled",
+    torch.are_deterministic_algorithms_enabled: "deterministic_algorithms",
+    torch.is_deterministic_algorithms_warn_only_enabled: "deterministic_warn_only",
+}
 
 
 class CallCompiler:
@@ -153,6 +202,16 @@ class CallCompiler:
             return self.warn(node, args, kwargs)
         if fn is torch.finfo or fn is torch.iinfo:
             return self.type_info_call(node, fn, args, kwargs)
+        if fn in TORCH_FUNCTION_CHECKS:
+            return self.torch_function_check(node, fn, args, kwargs)
+        if fn in NEVER_IN_A_REGION and not args and not kwargs:
+            return ir.Const(False, Kind.BOOL)
+        if fn in (torch.jit.annotate, typing.cast) and len(args) == 2 and not kwargs:  # the value, as in Python
+            return args[1]
+        if fn in TORCH_CHECKS:
+            return self.torch_check(node, fn, args, kwargs)
+        if fn in SETTINGS and not args and not kwargs:  # read when the region runs, as each call of Python reads it
+            return self.intrinsic(SETTINGS[fn], Kind.BOOL)
         if fn in MATH_FUNCTIONS:
             return self.math_call(node, fn, args, kwargs)
         made = self.constructor_call(node, fn, args, kwargs)  # torch.tensor, torch.FloatTensor, ... (constructors)
@@ -169,7 +228,8 @@ class CallCompiler:
             raise self.error(node, f"{fn.__name__}() with these arguments is not supported in a region")
         name = adapters.lookup(fn)
         if name is not None:
-            return self.call_adapter(node, name, args, kwargs)
+            made = self.torch_source_call(node, fn, args, kwargs)
+            return made if made is not NotImplemented else self.call_adapter(node, name, args, kwargs)
         operation = einops_forms.functions().get(id(fn))
         if operation is not None:
             return self.einops_call(node, operation, args, kwargs)
@@ -232,6 +292,24 @@ class CallCompiler:
         args = [bound["tensor"], *axes.values()]
         return self.call_helper(node, fdef, g, "<einops>", lines, args, {}, adapter=True, display=display)
 
+    def torch_function_check(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> ir.Const:
+        """`has_torch_function_unary(input)` and its kin, as torch's own source asks before its ops: False for
+        every value a region holds (its guard sent tensor subclasses, `__torch_function__` overrides and
+        modes to the Python body); of a constant the region compiled in, what Python answers."""
+        one_argument = fn is not torch.overrides.has_torch_function_variadic  # an object, or an iterable of them
+        if kwargs or (one_argument and len(args) != 1):
+            raise self.error(node, f"{fn.__name__}() with these arguments is not supported in a region")
+        items = args[0].items if fn is torch.overrides.has_torch_function and isinstance(args[0], ir.Tup) else args
+        constants = []
+        for v in items:
+            if isinstance(v, Static):
+                constants.append(v.value)
+            elif isinstance(v, ir.Tup) or getattr(v, "kind", None) is None:
+                raise self.error(node, f"{fn.__name__}() of {ops.describe(v)} is not supported in a region")
+        if torch.overrides.has_torch_function(constants):
+            raise self.error(node, f"{fn.__name__}(): a value compiled into the region overrides torch functions")
+        return ir.Const(False, Kind.BOOL)
+
     def python_value(self, node: ast.AST, v: Any) -> Any:
         """A Python object known when compiling, as a value of the region (a constant, or the object)."""
         if isinstance(v, torch.Tensor):
@@ -241,6 +319,22 @@ class CallCompiler:
 
     # Warning categories a region can raise: c10's, which the runtime turns into Python's when the call ends.
     _WARNINGS = {UserWarning: "warn", DeprecationWarning: "warn_deprecated"}
+
+    def torch_check(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
+        """``torch._check_value(cond, lambda: message)`` (torch's own functions check their arguments so): as
+        torch's ``_check_with`` runs it, for a bool `cond` and a message callable."""
+        params = dict(zip(("cond", "message"), args, strict=False))
+        for k, v in kwargs.items():
+            if k not in ("cond", "message") or k in params:
+                raise self.error(node, f"torch.{fn.__name__}() got an unexpected or repeated argument '{k}'")
+            params[k] = v
+        cond, message = params.get("cond"), params.get("message", ir.Const(None, Kind.NONE))
+        if getattr(cond, "kind", None) != Kind.BOOL:
+            raise self.error(node, f"torch.{fn.__name__}() of {ops.describe(cond)} (not a bool) is not compiled")
+        if isinstance(message, ir.Const):
+            raise self.error(node, f"torch.{fn.__name__}() without a message callable is not compiled")
+        fdef, lines = _check_definition(TORCH_CHECKS[fn])
+        return self.call_helper(node, fdef, Globals({}), "<adapter>", lines, [cond, message], {}, adapter=True)
 
     def warn(self, node: ast.Call, args: list, kwargs: dict) -> ir.Const:
         """warnings.warn(message[, category][, stacklevel]): issued when the region returns, located at its
@@ -306,11 +400,18 @@ class CallCompiler:
                 str: (Kind.STR,),
                 tuple: (Kind.INTS, Kind.TENSORS),  # run-time tuples (a torch.Size is one)
                 list: (*ir.LIST_KINDS, Kind.NUMBERS),
+                # symbolic numbers exist only while torch traces; a region is given real ones
+                torch.SymInt: (),
+                torch.SymFloat: (),
+                torch.SymBool: (),
+                # torch.nn.modules.utils._ntuple asks it: tensors, strings and sequences iterate
+                collections.abc.Iterable: (Kind.TENSOR, Kind.STR, *ir.SEQUENCE_KINDS, Kind.NUMBERS),
+                collections.abc.Sequence: (Kind.STR, *ir.SEQUENCE_KINDS, Kind.NUMBERS),  # a tensor is not one
             }
             if want in kinds:
                 v = args[0]
                 if isinstance(v, ir.Tup):
-                    return ir.Const(want is (list if v.is_list else tuple), Kind.BOOL)
+                    return ir.Const(issubclass(list if v.is_list else tuple, want), Kind.BOOL)
                 kind = getattr(v, "kind", None)
                 # what it could be when the region runs: an X or None; a number of any type; a list parameter,
                 # a list or a tuple as the caller passed it (None and the others are never the types above)

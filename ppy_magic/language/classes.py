@@ -30,6 +30,7 @@ from typing import Any
 
 from torch import nn
 
+from . import source, torch_source
 from .attr_types import (
     NONE,
     AttrType,
@@ -278,6 +279,7 @@ class Classes:
                 defs, lines = nn_modules.definitions()
                 g = Globals(nn_modules.namespace())
                 model.methods["forward"] = Method(defs[forward], g, "<adapter>", lines, adapter=True)
+            model.methods.update({k: m for k, m in _torch_methods(cls, self.g.reach).items() if k not in model.methods})
             return model
         if cls.__module__.startswith("torch."):
             model.problem = f"torch.nn.{cls.__name__} has no restatement in the region language"
@@ -397,3 +399,22 @@ def _class_in_module_file(cls: type) -> tuple[ast.ClassDef, str, list[str]] | No
             return None
         body = node.body
     return node, filename, lines
+
+
+def _torch_methods(cls: type, reach: frozenset[str]) -> dict[str, Method]:
+    """The plain methods a torch.nn class's forward calls on self (``Conv1d._conv_forward``), from torch's
+    source (its forward is compiled from source too, with the restatement to fall back on: modules.py)."""
+    from .namespace import library_globals
+
+    out: dict[str, Method] = {}
+    for klass in cls.__mro__:
+        if klass is nn.Module:  # its own methods (parameters(), state_dict(), ...) are no forward's helpers
+            break
+        for name, fn in vars(klass).items():
+            if name in out or name == "forward" or name.startswith("__") or not torch_source.holds_method(fn):
+                continue
+            found = source.definition(fn)
+            if found is not None:
+                node, filename, lines = found
+                out[name] = Method(node, library_globals(fn.__globals__, reach), filename, lines)
+    return out

@@ -22,6 +22,7 @@ from .values import (
     ModuleValue,
     OptionalScalar,
     Static,
+    TensorMethod,
     Unbound,
     UnionValue,
     describe_node,
@@ -48,7 +49,9 @@ class ConditionCompiler:
             return ir.Const(bool(v.items), Kind.BOOL)
         if isinstance(v, Static):
             return ir.Const(bool(v.value), Kind.BOOL)
-        kind = v.kind
+        if isinstance(v, TensorMethod):  # `x.is_leaf`: an attribute the region does not read
+            raise self.error(node, f"the tensor attribute `.{v.name}` is not supported in a region")
+        kind = getattr(v, "kind", None)
         if kind == Kind.BOOL:
             return v
         if kind == Kind.INT:

@@ -13,7 +13,7 @@ import ast
 import builtins
 from typing import Any
 
-from . import ir, ops
+from . import ir, ops, torch_source
 from .ir import Kind
 from .modules import dotted
 from .values import (
@@ -86,7 +86,11 @@ class ExpressionCompiler:
                 f"name '{node.id}' is not known when the region is compiled",
                 "Define it before the function: a module, or an int/float/bool/str constant.",
             )
-        if (not hasattr(builtins, node.id) or node.id in self.g.values) and not self.adapter:
+        if (
+            (not hasattr(builtins, node.id) or node.id in self.g.values)
+            and not self.adapter
+            and not torch_source.is_torch_namespace(self.g.values)  # torch's own names, as an adapter's
+        ):
             self.ctx.frozen[node.id] = value
         c = constant(value)
         if c is not None:
@@ -128,7 +132,7 @@ class ExpressionCompiler:
         "dtype": ("tensor_dtype", Kind.DTYPE),
         "device": ("tensor_device", Kind.DEVICE),
         "requires_grad": ("tensor_requires_grad", Kind.BOOL),
-        "is_cuda": ("tensor_is_cuda", Kind.BOOL),
+        **{f: (f"tensor_{f}", Kind.BOOL) for f in ir.TENSOR_FLAGS},
     }
 
     def tensor_attribute(self, node: ast.Attribute, t: ir.Atom) -> Any:
@@ -185,6 +189,8 @@ class ExpressionCompiler:
             )
         if getattr(v, "kind", None) in (Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.STR, Kind.INTS, Kind.DTYPE, Kind.DEVICE):
             return [v]
+        if getattr(v, "kind", None) in (Kind.INT_LIST, Kind.FLOAT_LIST):  # a run-time list: "[1, 2]"
+            return [v]
         if getattr(v, "kind", None) in (Kind.OPT_INT, Kind.OPT_FLOAT, Kind.OPT_BOOL, Kind.OPT_DTYPE):
             return [v]  # "None" or the value
         raise self.error(node, f"formatting {ops.describe(v)} in an f-string is not supported in a region")
@@ -199,9 +205,31 @@ class ExpressionCompiler:
         return Closure(fdef, id(self), self.g, self.filename, self.source_lines)
 
     def visit_Tuple(self, node: ast.Tuple) -> Any:
-        items = [
+        return self.display(node, self.display_items(node))
+
+    def display_items(self, node: ast.Tuple) -> list[tuple[bool, ast.expr, Any]]:
+        return [
             (isinstance(e, ast.Starred), e, self.value(e.value if isinstance(e, ast.Starred) else e)) for e in node.elts
         ]
+
+    def unpacked_display(self, node: ast.Tuple, want: int) -> Any:
+        """`i, j, dtype = *x.shape[-2:], x.dtype`: a display unpacked into `want` names, whose one starred
+        run-time sequence of ints holds what the other items leave (its length checked as Python checks the
+        whole display's), so its items may sit beside values that are not ints."""
+        items = self.display_items(node)
+        runtime = [k for k, (star, _e, v) in enumerate(items) if star and getattr(v, "kind", None) == Kind.INTS]
+        if len(runtime) != 1:
+            return self.display(node, items)
+        k = runtime[0]
+        before, after = (self.display(node, part).items for part in (items[:k], items[k + 1 :]))
+        seq = items[k][2]
+        fixed = len(before) + len(after)
+        have = self.binop(node, ast.Add(), self.intrinsic("seq_len", Kind.INT, seq), ir.Const(fixed, Kind.INT))
+        self.check("check_unpack", have, ir.Const(want, Kind.INT), ir.Const(False, Kind.BOOL))
+        middle = [self.intrinsic("seq_item", Kind.INT, seq, ir.Const(i, Kind.INT)) for i in range(want - fixed)]
+        return ir.Tup((*before, *middle, *after))
+
+    def display(self, node: ast.Tuple, items: list[tuple[bool, ast.expr, Any]]) -> Any:
         if any(star and getattr(v, "kind", None) == Kind.INTS for star, _e, v in items):
             return self.ints_display(node, items)  # `(*x.shape[:-1], -1, d)`: ints of a run-time length
         out = []

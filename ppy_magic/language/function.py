@@ -96,8 +96,37 @@ class Context:
     list_kinds: dict[Any, Kind] = field(default_factory=dict)  # list displays that must be run-time lists
     call: Any = None  # call_values.CallValues: compiled at a call, what its values said
     specialised_reads: set[tuple[str, int]] = field(default_factory=set)  # (what, line) read as a constant
+    torch_sources: set[str] = field(default_factory=set)  # torch functions compiled from torch's own source
     grad_enabling: bool = False  # a block may turn grad mode on (grad_modes.py): built at level 1
     autocasting: bool = False  # an autocast block sets autocast state (autocast.py): built at level 1 too
+
+    def checkpoint(self) -> tuple:
+        """What a callee's compile adds to the region, to take back (``restore``) if it fails and another
+        way is tried (torch's source, then its restatement): its helpers, what it read of modules, ...."""
+        layouts = [(b, len(b.slots), dict(b.where), b.inline) for b in self.layouts]
+        sets = (set(self.specialised_reads), set(self.torch_sources))
+        maps = (dict(self.specialised), dict(self.frozen), dict(self.source_lines), dict(self.list_kinds))
+        flags = (self.grad_enabling, self.autocasting)
+        return len(self.helpers), len(self.result_types), layouts, dict(self.layout_index), sets, maps, flags
+
+    def restore(self, saved: tuple) -> None:
+        helpers, results, layouts, index, sets, maps, flags = saved
+        del self.helpers[helpers:], self.result_types[results:]
+        for b, n, where, inline in layouts:
+            del b.slots[n:]
+            b.where, b.inline = where, inline
+        self.layouts[:] = [b for b, *_ in layouts]
+        for mine, old in zip(
+            (self.layout_index, self.specialised, self.frozen, self.source_lines, self.list_kinds),
+            (index, *maps),
+            strict=True,
+        ):
+            mine.clear()
+            mine.update(old)
+        for mine, old in zip((self.specialised_reads, self.torch_sources), sets, strict=True):
+            mine.clear()
+            mine.update(old)
+        self.grad_enabling, self.autocasting = flags
 
 
 @dataclass
@@ -548,4 +577,5 @@ def _translate_once(
         plan=freeze_plan(ctx.layouts, param_layouts),
         constants=tuple(constants) if Kind.CONSTANT in {p.kind for p in params} else (),
         specialised_reads=tuple(sorted(ctx.specialised_reads)),
+        torch_sources=tuple(sorted(ctx.torch_sources)),
     )

@@ -14,7 +14,7 @@ from typing import Any
 from . import ir, ops
 from .ir import Kind
 from .namespace import static_value
-from .values import ModuleValue, SliceValue, Static
+from .values import KwArgs, ModuleValue, SliceValue, Static
 
 
 class IndexCompiler:
@@ -22,6 +22,10 @@ class IndexCompiler:
         base = self.value(node.value)
         if isinstance(base, ir.Tup):
             return self.tuple_index(node, base)
+        if isinstance(base, KwArgs):
+            return self.keyword_index(node, base)
+        if isinstance(base, Static) and _is_type_form(base.value):
+            return self.type_form(node, base.value)
         if isinstance(base, ModuleValue):  # a ModuleList, Sequential or ModuleDict
             if isinstance(node.slice, ast.Slice):
                 raise self.error(node, "slicing modules is not supported in a region")
@@ -32,6 +36,31 @@ class IndexCompiler:
         if kind != Kind.TENSOR:
             raise self.error(node, f"indexing {ops.describe(base)} is not supported in a region")
         return self.getitem(node, base, self.index_items(node.slice))
+
+    def type_form(self, node: ast.Subscript, base: Any) -> Static:
+        """``list[int]``, ``Optional[Tensor]``: a type known when compiling (torch.jit.annotate's first argument)."""
+
+        def python(v: Any) -> Any:
+            if isinstance(v, (Static, ir.Const)):
+                return v.value
+            if isinstance(v, ir.Tup) and not v.is_list:
+                return tuple(python(i) for i in v.items)
+            raise self.error(node, f"the type {ast.unparse(node)} is not known when compiling")
+
+        try:
+            return Static(base[python(self.value(node.slice))])
+        except TypeError as err:
+            raise self.error(node, f"the type {ast.unparse(node)} is not a type: {err}") from None
+
+    def keyword_index(self, node: ast.Subscript, base: KwArgs) -> Any:
+        """``kwargs[name]`` of a function's ``**kwargs`` with a name known when compiling: the call's value."""
+        key = self.value(node.slice) if not isinstance(node.slice, ast.Slice) else None
+        if not (isinstance(key, ir.Const) and key.kind == Kind.STR):
+            raise self.error(node, "indexing **kwargs needs a str key known when compiling")
+        for name, value in base.items:
+            if name == key.value:
+                return value
+        raise self.error(node, f"the call passed no keyword {key.value!r} (a KeyError in Python)")
 
     def tuple_index(self, node: ast.Subscript, base: ir.Tup) -> Any:
         idx = self.value(node.slice) if not isinstance(node.slice, ast.Slice) else None
@@ -156,3 +185,8 @@ class IndexCompiler:
         if kind not in (Kind.TENSOR, Kind.FLOAT, Kind.INT, Kind.BOOL):
             raise self.error(node, f"assigning {ops.describe(value)} into a tensor is not supported in a region")
         self.emit(ir.SetItem(base, index, value, self.line()))
+
+
+def _is_type_form(value: Any) -> bool:
+    """A class or a typing form (``Optional``, ``Union``, ``list[int]``): what a subscript makes a type of."""
+    return isinstance(value, type) or type(value).__module__ in ("typing", "types")

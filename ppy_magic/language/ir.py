@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from .intrinsics import INTRINSICS as INTRINSICS  # the tables, re-exported: ir.INTRINSICS
+from .intrinsics import TENSOR_FLAGS as TENSOR_FLAGS
 from .schemas import Overload
 
 
@@ -129,201 +131,11 @@ RETURN_CODES = {
     Kind.TENSOR_LIST: "l",
     Kind.INT_LIST: "j",
     Kind.FLOAT_LIST: "g",
+    Kind.DEVICE: "D",
+    Kind.DTYPE: "d",
 }
 PLAIN_INTS_RETURN = "Y"  # Kind.INTS that is a plain tuple in Python (tuple(x.shape)); "S" is a torch.Size
 HELPER_RETURN = "helper"  # the spec of a helper's return: the runtime atoms, as a tuple
-
-# The intrinsics: operations of the region language that are not ATen ops. The IR names
-# them; the backend has one spelling of each (backend/cpp.py), and a name it does not know
-# fails the code generation. Operands are atoms, in the order given here.
-INTRINSICS: dict[str, str] = {
-    # tensors
-    "tensor_sizes": "x.shape / x.size(): the sizes of a tensor (ints)",
-    "tensor_size": "x.size(d): one size of a tensor, d checked and wrapped as PyTorch does",
-    "tensor_dim": "x.dim() / x.ndim",
-    "tensor_numel": "x.numel()",
-    "tensor_dtype": "x.dtype",
-    "tensor_device": "x.device",
-    "tensor_requires_grad": "x.requires_grad",
-    "tensor_is_cuda": "x.is_cuda",
-    "tensor_len": "len(x): the size of dimension 0; TypeError on a 0-dim tensor",
-    "tensor_to_float": "float(x): Tensor.__float__ (ValueError unless x has one element)",
-    "tensor_to_int": "int(x): Tensor.__int__ (a floating tensor's value truncated as int(float) does)",
-    "check_iterable": "raise TypeError as Tensor.__iter__ does for a 0-d tensor",
-    "is_none": "x is None, for a Tensor-or-None",
-    "is_not_none": "x is not None, for a Tensor-or-None",
-    "unwrap_optional": "the tensor in a Tensor-or-None known to hold one",
-    # sequences (of ints, or of tensors)
-    "seq_len": "len(s)",
-    "seq_item": "s[i], 0 <= i < len(s) known to hold",
-    "seq_item_signed": "s[i] with i in [-n, n) known to hold (operands: s, i, n = len(s))",
-    "seq_index": "s[i] of a sequence of ints, as Python indexes (IndexError)",
-    "seq_slice": "s[start:stop:step] of a sequence of ints; each bound an int or None",
-    "seq_concat": "a + b of two sequences of ints",
-    "ints_make": "(a, b, ...) as a sequence of ints known at run time (any number of operands)",
-    "seq_get": "s[i] of a list or a run-time tuple, as Python indexes (IndexError)",
-    "seq_repeat": "s * n of a sequence of ints, a new one (empty for n <= 0)",
-    "range_len": "len(range(start, stop, step)), step != 0",
-    "range_item": "range(start, stop, step)[k] for 0 <= k < len (operands: start, step, k)",
-    "check_unpack": "raise ValueError as Python does unless a sequence of length n unpacks into want names "
-    "(operands: n, want, starred)",
-    "index_out_of_range": "not -n <= i < n (operands: i, n)",
-    "nonempty": "the truth of a sequence or a str",
-    # lists (Python's list semantics: shared by every name bound to one, IndexError as Python raises it)
-    "list_new": "[]: a new empty list of the declared kind",
-    "list_of": "[a, b, ...]: a new list of these items, all of one kind (one or more operands)",
-    "list_from": "list(s): a new list with the items of a list or of a run-time tuple",
-    "list_concat": "a + b of two lists: a new list",
-    "list_repeat": "a * n of a list: a new list",
-    "tuple_from": "tuple(s) of a list: a run-time tuple of its items",
-    "list_append": "l.append(v)",
-    "list_extend": "l.extend(s) (also l += s), s a list or a run-time tuple of the same items",
-    "list_insert": "l.insert(i, v)",
-    "list_pop": "l.pop(i): the item, removed (IndexError)",
-    "list_set": "l[i] = v (IndexError)",
-    "list_clear": "l.clear()",
-    "list_reverse": "l.reverse()",
-    "list_repeat_inplace": "l *= n",
-    # numbers whose type is decided at run time (t.item()); operands of the binary ones are numbers,
-    # ints, floats or bools, with Python's semantics
-    "to_number": "an int, a float or a bool as a number",
-    "number_truth": "bool(a)",
-    "number_to_float": "float(a)",
-    "number_to_int": "int(a)",
-    "number_index": "a as range() takes it: an int or a bool, else TypeError",
-    "number_neg": "-a",
-    "number_abs": "abs(a)",
-    "number_add": "a + b",
-    "number_sub": "a - b",
-    "number_mul": "a * b",
-    "number_truediv": "a / b",
-    "number_floordiv": "a // b",
-    "number_mod": "a % b",
-    "number_eq": "a == b",
-    "number_ne": "a != b",
-    "number_lt": "a < b",
-    "number_le": "a <= b",
-    "number_gt": "a > b",
-    "number_ge": "a >= b",
-    # ints (Python semantics: OverflowError where an int64 would wrap, Python's rounding)
-    "int_add": "a + b",
-    "int_sub": "a - b",
-    "int_mul": "a * b",
-    "int_floordiv": "a // b",
-    "int_mod": "a % b",
-    "int_lshift": "a << b",
-    "int_rshift": "a >> b",
-    "int_pow": "a ** b, b >= 0",
-    "int_truediv": "a / b of ints: a float",
-    "int_neg": "-a",
-    "int_abs": "abs(a)",
-    "int_truth": "a != 0",
-    "bit_and": "a & b of ints or of bools",
-    "bit_or": "a | b of ints or of bools",
-    "bit_xor": "a ^ b of ints or of bools",
-    "to_int": "int(a) of a bool",
-    "to_float": "float(a) of an int or a bool",
-    # floats
-    "float_add": "a + b",
-    "float_sub": "a - b",
-    "float_mul": "a * b",
-    "float_truediv": "a / b (ZeroDivisionError)",
-    "float_floordiv": "a // b",
-    "float_mod": "a % b",
-    "float_pow": "a ** b",
-    "float_neg": "-a",
-    "float_truth": "a != 0.0",
-    "float_to_int": "int(a) of a float: truncated, checked",
-    # bools and comparisons
-    "not": "not a, of a bool",
-    "and": "a and b, of two bools both already evaluated",
-    "eq": "a == b, operands of one kind (or int and bool; or two sequences of ints)",
-    "ne": "a != b, as eq",
-    "lt": "a < b, numbers of one kind",
-    "le": "a <= b",
-    "gt": "a > b",
-    "ge": "a >= b",
-    "exact_eq": "a == b, numbers of different kinds compared exactly as Python does",
-    "exact_ne": "a != b, as exact_eq",
-    "exact_lt": "a < b, as exact_eq",
-    "exact_le": "a <= b, as exact_eq",
-    "exact_gt": "a > b, as exact_eq",
-    "exact_ge": "a >= b, as exact_eq",
-    "seq_contains": "x in s, for a sequence of ints",
-    "same_tensor": "a is b of two tensors (or Tensor-or-None values)",
-    "device_type": "device.type: 'cpu', 'cuda', ...",
-    "device_index": "device.index: an int, or None",
-    "dtype_is_floating_point": "dtype.is_floating_point",
-    "dtype_is_complex": "dtype.is_complex",
-    "dtype_is_signed": "dtype.is_signed",
-    "dtype_itemsize": "dtype.itemsize",
-    "str_eq": "a == b of two str",
-    "str_ne": "a != b of two str",
-    "min": "min(a, b) of two numbers of one kind: the first of equal values",
-    "max": "max(a, b), as min",
-    # math.* on floats, with CPython's error checks
-    "math.sqrt": "math.sqrt(a)",
-    "math.exp": "math.exp(a)",
-    "math.log": "math.log(a)",
-    "math.log2": "math.log2(a)",
-    "math.log10": "math.log10(a)",
-    "math.sin": "math.sin(a)",
-    "math.cos": "math.cos(a)",
-    "math.tan": "math.tan(a)",
-    "math.tanh": "math.tanh(a)",
-    "math.atan": "math.atan(a)",
-    "math.erf": "math.erf(a)",
-    "math.fabs": "math.fabs(a), and abs() of a float",
-    "math.floor": "math.floor(a): an int",
-    "math.ceil": "math.ceil(a): an int",
-    # strings
-    "str_concat": "str(a) + str(b) + ..., each formatted as Python's str() (any number of operands: ints, floats, "
-    "bools, str, sizes as torch.Size, dtypes, devices)",
-    # warnings (issued when the region returns)
-    "warn": "warnings.warn(message): a UserWarning",
-    "warn_deprecated": "warnings.warn(message, DeprecationWarning)",
-    # checks
-    "check_range_step": "raise ValueError as range() does for a zero step",
-    # attributes of a module (or object), read by the runtime at the call: operands (module, slot)
-    "attr_tensor": "a tensor attribute",
-    "attr_opt_tensor": "a tensor-or-None attribute",
-    "attr_float": "a float attribute (of a float-or-None one: the float, once tested not None)",
-    "attr_int": "an int attribute (likewise)",
-    "attr_bool": "a bool attribute (likewise)",
-    "attr_str": "a str attribute (likewise)",
-    "attr_ints": "a tuple-of-ints attribute (likewise)",
-    "attr_is_none": "whether an X-or-None attribute is None",
-    "attr_module": "a submodule (of a union: the one it is)",
-    "attr_modules": "the modules of a ModuleList or Sequential of one class",
-    "attr_variant": "which of a union's options a submodule is (its index)",
-    "modules_len": "len() of a list of modules",
-    "modules_item": "modules[i], as ModuleList and Sequential index (IndexError); operands (modules, i)",
-    "modules_at": "modules[i], 0 <= i < len known to hold",
-    "check_nonempty": "raise ValueError(message) as min()/max() do when their iterable is empty (operands: n, message)",
-    # tensors made from Python numbers, and numbers read from tensors (ppy_native.h)
-    "tensor_new": "torch.tensor(numbers): operands dtype (None: inferred), device (None, a device or a str), "
-    "requires_grad, the number of dimensions d, d sizes, then the numbers in row-major order",
-    "tensor_new_seq": "torch.tensor(s) of a run-time sequence of numbers: operands dtype, device, requires_grad, s",
-    "tensor_copy": "torch.tensor(t) of a tensor (eager's warning; a detached copy): operands t, dtype, device, "
-    "requires_grad",
-    "legacy_tensor": "torch.FloatTensor([...]) and the like: operands dtype (None: the default dtype), d, d sizes, "
-    "then the numbers",
-    "tensor_type_name": "x.type(): 'torch.FloatTensor', ...",
-    "tensor_tolist": "x.tolist(): a 1-d tensor's items as numbers (a list of numbers; of more dimensions, len() only)",
-    "numbers_len": "len() of a list of numbers from x.tolist()",
-    "range_list": "the ints of range(start, stop, step) as a list of ints (x[range(...)])",
-    # grad mode
-    "grad_mode_enter": "enter a block with grad mode set to the operand: a guard restoring the previous mode when "
-    "the block is left by any path",
-    "grad_mode_exit": "the block's normal end: restore the mode its guard saved",
-    "set_grad_enabled": "torch.set_grad_enabled(b) called for its effect: the mode from now on",
-    # autocast
-    "autocast_enter": "enter a CPU autocast block as autocast.__init__ and __enter__ do: operands the device name, "
-    "dtype (None: the current one), enabled as passed, its type name when not a bool, cache_enabled as passed "
-    "(None: the current setting), its type name when not a bool or None; a guard that runs __exit__ when the "
-    "block is left by any path",
-    "autocast_exit": "the block's normal end: autocast.__exit__ with the state its guard saved",
-}
 
 
 @dataclass(frozen=True)
@@ -571,6 +383,7 @@ class Function:
     extras: int = 0  # *args (1) and **kwargs (2) the body never reads: the runtime ignores what they would hold
     constants: tuple = ()  # per parameter, the value a CONSTANT one was compiled for (empty: none is)
     specialised_reads: tuple[tuple[str, int], ...] = ()  # (what, line): values compiled in (0: the parameter)
+    torch_sources: tuple[str, ...] = ()  # torch functions compiled from torch's own source (torch_source.py)
     owner: str | None = None  # a method: the name of its class
     plan: Any = None  # what the runtime reads of module parameters (module_plan.Plan), or None
 

@@ -10,6 +10,7 @@ compile time, whose items a loop body is compiled for one by one. A mixin of
 from __future__ import annotations
 
 import ast
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,18 @@ Iteration = RangeIteration | SequenceIteration | StaticIteration
 class IterationCompiler:
     """``for ... in <node>``: the iteration of a loop or a comprehension."""
 
+    def repeat_iteration(self, node: ast.Call) -> StaticIteration:
+        """``itertools.repeat(x, n)`` iterated where it is made (``tuple(repeat(x, n))``, torch's ``_ntuple``):
+        `x`, `n` times, for a count known when compiling."""
+        keywords = {k.arg: k.value for k in node.keywords}
+        args = [*node.args, *([keywords.pop("times")] if "times" in keywords else [])]
+        if keywords or len(args) != 2 or any(isinstance(a, ast.Starred) for a in args):
+            raise self.error(node, "itertools.repeat() in a region takes an object and a count")
+        obj, times = self.value(args[0]), self.value(args[1])
+        if not (isinstance(times, ir.Const) and times.kind in (Kind.INT, Kind.BOOL)):
+            raise self.error(node, "itertools.repeat() in a region needs a count known when compiling")
+        return StaticIteration((obj,) * max(int(times.value), 0))
+
     def iteration(self, node: ast.expr, runtime: bool = False) -> Iteration:
         """What `for ... in node` iterates, evaluated as Python evaluates it (once, before the loop):
         zip(), enumerate() and reversed() evaluate their arguments, then take an iterator of each.
@@ -61,6 +74,8 @@ class IterationCompiler:
         fn = static_value(node.func, self.g) if isinstance(node, ast.Call) else None
         if fn is range and not node.keywords:
             return self.range_iteration(node)
+        if fn is itertools.repeat:
+            return self.repeat_iteration(node)
         if fn not in (zip, enumerate, reversed) or any(isinstance(a, ast.Starred) for a in node.args):
             return self.value_iteration(node, self.value(node), runtime)
         if fn is enumerate:
@@ -87,7 +102,13 @@ class IterationCompiler:
     def iterable_value(self, node: ast.expr, runtime: bool = False) -> Any:
         """An argument of zip()/enumerate()/reversed(): an iteration if it is one of those calls (made now,
         as Python makes it), else its value."""
-        if isinstance(node, ast.Call) and static_value(node.func, self.g) in (zip, enumerate, reversed, range):
+        if isinstance(node, ast.Call) and static_value(node.func, self.g) in (
+            zip,
+            enumerate,
+            reversed,
+            range,
+            itertools.repeat,
+        ):
             return self.iteration(node, runtime)
         return self.value(node)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from ..errors import CompileError
 from . import call_values, einops_forms, ir, ops
 from .attr_types import NONE, ModType, ParamObject, Scalar, Union, Unknown
 from .ir import Kind
@@ -116,6 +117,13 @@ class ModuleCompiler:
         if not found:
             if model is not None and name in model.methods:
                 return BoundMethod(mv, name)
+            getter = call_values.property_getter(mv.sample, name)
+            callee = self.callee_def(getter) if getter is not None else None
+            if callee is not None:
+                try:
+                    return self.property_call(node, mv, name, getter, callee)
+                except CompileError as exc:
+                    value = f"{value}, whose getter a region cannot take ({exc.message})"
             err = self.error(node, f"`{path}` cannot be read in a region: {value}")
             if not m.module:  # a plain object's property (a config's): read in Python before the statement
                 err.uses = (node,)
@@ -132,6 +140,16 @@ class ModuleCompiler:
         if t is None:
             t = call_values.attribute_type(value, constant_scalars)
         return self.read(node, mv, Slot(name, ATTRIBUTE, ""), t, path, sample=value)
+
+    def property_call(self, node: ast.Attribute, mv: ModuleValue, name: str, getter: Any, callee: tuple) -> Any:
+        """`obj.name` where the class makes `name` a property: its getter compiled inline, as a method is
+        (the class's property checked at each call to still be the one compiled)."""
+        fdef, g, filename, lines = callee
+        display = f"{type(mv.sample).__name__}.{name}"
+        value = self.call_helper(node, fdef, g, filename, lines, [mv], {}, adapter=False, display=display)
+        code = getter.__code__
+        self.layout(mv.mtype).slot(Slot(name, METHOD, "-", pos=code.co_firstlineno, origin=code.co_filename))
+        return value
 
     def read(self, node: ast.AST, mv: ModuleValue, where: Slot, t: Any, path: str, sample: Any = None) -> Any:
         """Read what `where` names in `mv`, of type `t`, as a value of the region (`sample`: the object
@@ -231,6 +249,10 @@ class ModuleCompiler:
             raise self.error(node, f"{mv.path}.{method}() is not compiled: {what}.{method} is not a region", hint)
         if hooks:
             self.inline_call(node, mv)
+        if target.adapter:  # a torch.nn module: torch's own forward, where it compiles for this call
+            made = self.torch_forward_call(node, mv, method, args, kwargs)
+            if made is not NotImplemented:
+                return made
         # The method Python would find is the one compiled here: checked at each call.
         origin = "torch" if target.adapter else ("" if target.filename == self.ctx.filename else target.filename)
         line = 0 if target.adapter else function_key(target.node)[1]

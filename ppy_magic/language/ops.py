@@ -22,6 +22,7 @@ import torch
 from . import ir
 from .ir import Kind
 from .schemas import Overload, SchemaArg, overloads
+from .values import KwArgs
 
 # PyTorch's Python argument parser lets a Python number stand for a Tensor
 # argument only for these ops (python_arg_parser.cpp), and their `.Scalar`
@@ -448,6 +449,8 @@ def describe(value: Any) -> str:
     if isinstance(value, ir.Tup):
         inner = ", ".join(describe(v) for v in value.items)
         return f"[{inner}]" if value.is_list else f"({inner})"
+    if isinstance(value, KwArgs):
+        return "**kwargs"
     return ir.KIND_NAMES.get(getattr(value, "kind", "?"), "?")
 
 

@@ -21,6 +21,7 @@ import torch
 
 from .ir import OPTIONAL_OF, Kind
 from .namespace import Globals, static_value
+from .values import PY_BINOPS
 
 # A float-annotated parameter (or one with a float default) can hold an int as well: Python keeps
 # the value's type. Such a parameter is compiled for both (translate() compiles the body per type).
@@ -127,6 +128,10 @@ def default_kind(value: Any) -> Kind | str | None:
     return None
 
 
+# The arithmetic a default may hold (lower=1.0 / 8), as values.PY_BINOPS computes it.
+_ARITHMETIC = {op: PY_BINOPS[op] for op in (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)}
+
+
 def default_value(node: ast.expr, g: Globals) -> tuple[bool, Any]:
     """A parameter's default known when the function compiles: a literal, a dtype, a torch.device(...)."""
     try:
@@ -136,6 +141,14 @@ def default_value(node: ast.expr, g: Globals) -> tuple[bool, Any]:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):  # -math.inf
         ok, v = default_value(node.operand, g)
         return (True, -v) if ok and type(v) in (int, float) else (False, None)
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:  # lower=1.0 / 8 (F.rrelu)
+        (ok_a, a), (ok_b, b) = default_value(node.left, g), default_value(node.right, g)
+        if ok_a and ok_b and type(a) in (int, float) and type(b) in (int, float):
+            try:
+                return True, _ARITHMETIC[type(node.op)](a, b)  # as Python computed it when the def ran
+            except (ArithmeticError, ValueError):
+                return False, None
+        return False, None
     if isinstance(node, (ast.Name, ast.Attribute)):
         v = static_value(node, g)
         if isinstance(v, (torch.dtype, float, int, bool, str)) and not isinstance(v, type):

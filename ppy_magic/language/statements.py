@@ -14,7 +14,8 @@ import sys
 import warnings
 from typing import Any
 
-from . import adapters, ir, ops
+from . import adapters, ir, ops, torch_source
+from .calls import TORCH_CHECKS
 from .ir import Kind
 from .lists import LIST_METHODS, RuntimeListNeeded
 from .liveness import stored
@@ -33,6 +34,7 @@ from .values import (
     Unbound,
     UnionValue,
     atoms_of,
+    constant,
     describe_node,
     structure_of,
 )
@@ -44,6 +46,48 @@ _MAYBE_BOUND_KINDS = frozenset({Kind.TENSOR, Kind.INT, Kind.FLOAT, Kind.BOOL, Ki
 class StatementCompiler:
     def visit_Pass(self, node: ast.Pass) -> None:
         return None
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        """``del name``: the name is unbound from here on, as in Python (its value lives as long as a later
+        use needs it, which then cannot compile). ``del x[i]`` and ``del obj.attr`` change an object: refused."""
+        if self.loops:  # a name a later iteration would find unbound: the body is compiled once
+            raise self.error(node, "`del` inside a loop is not supported in a region")
+        for target in node.targets:
+            if not isinstance(target, ast.Name):
+                raise self.error(target, f"`del` of {describe_node(target)} is not supported in a region")
+            if not isinstance(self.locals.get(target.id), (type(None), Unbound, MaybeBound)):
+                self.locals[target.id] = Unbound(target.id, f"it was deleted at line {node.lineno}")
+            else:
+                raise self.error(target, f"`del {target.id}`: '{target.id}' may not be bound here")
+
+    def visit_Import(self, node: ast.Import) -> None:
+        """``import torch`` in a function body (torch's own functions do it): a module the process has
+        imported already binds its name when compiling, as Python's import of it does nothing more."""
+        for alias in node.names:
+            target = alias.name if alias.asname else alias.name.split(".")[0]
+            self.bind_imported(node, alias.asname or target, self.imported_module(node, alias.name, target))
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level or not node.module:
+            raise self.error(node, "a relative import is not supported in a region")
+        module = self.imported_module(node, node.module, node.module)
+        for alias in node.names:
+            if alias.name == "*" or not hasattr(module, alias.name):
+                raise self.error(node, f"`from {node.module} import {alias.name}` is not known when compiling")
+            self.bind_imported(node, alias.asname or alias.name, getattr(module, alias.name))
+
+    def imported_module(self, node: ast.stmt, name: str, target: str) -> Any:
+        if name not in sys.modules or target not in sys.modules:
+            raise self.error(
+                node,
+                f"importing {name}, which this process has not imported yet, is not supported in a region",
+                "Import it at the top of the module: the import then runs once, before the region compiles.",
+            )
+        return sys.modules[target]
+
+    def bind_imported(self, node: ast.stmt, name: str, value: Any) -> None:
+        c = constant(value)
+        self.locals[name] = c if c is not None else Static(value)
 
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
@@ -64,7 +108,8 @@ class StatementCompiler:
         return f.attr.endswith("_") and not f.attr.endswith("__")
 
     def _is_procedure(self, call: ast.Call) -> bool:
-        """A call made for what it does: warnings.warn, another @ppy.opt function, an adapter or its helper."""
+        """A call made for what it does: warnings.warn, another @ppy.opt function, an adapter or its helper,
+        one of torch's functions (``_verify_batch_size``: its only effect is what its own compiled body does)."""
         f = call.func
         if isinstance(f, ast.Name) and f.id in self.locals:
             return False
@@ -76,6 +121,8 @@ class StatementCompiler:
         return (
             fn is warnings.warn
             or adapters.lookup(fn) is not None
+            or torch_source.holds(fn)
+            or fn in TORCH_CHECKS
             or fn is adapters.unsupported
             or bool(getattr(fn, "__ppy_opt__", 0))
             or getattr(fn, "__ppy_region__", False) is True
@@ -102,6 +149,8 @@ class StatementCompiler:
             # `k, v = (f(t) for t in (k, v))`: unpacking runs the generator to its end, as tuple() does
             call = ast.copy_location(ast.Call(ast.Name("tuple", ast.Load()), [node.value], []), node)
             value = self.consume(call, tuple)
+        elif isinstance(node.value, ast.Tuple) and (want := unpacked_length(node.targets)) is not None:
+            value = self.unpacked_display(node.value, want)
         else:
             value = self.value(node.value)
         for target in node.targets:
@@ -519,3 +568,14 @@ class StatementCompiler:
         for v, body in zip(vals, bodies, strict=True):
             body.append(ir.Move(var, v, self.line()))
         return self.sized(var) if all(getattr(v, "size", False) for v in vals) else var
+
+
+def unpacked_length(targets: list[ast.expr]) -> int | None:
+    """How many names every target of `a, b = ...` unpacks into, where none is starred and all agree."""
+    lengths = {
+        len(t.elts)
+        if isinstance(t, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in t.elts)
+        else None
+        for t in targets
+    }
+    return lengths.pop() if len(lengths) == 1 else None

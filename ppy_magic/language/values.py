@@ -194,6 +194,8 @@ def kind_of_constant(v: Any) -> Kind | None:
         return Kind.STR
     if isinstance(v, torch.dtype):
         return Kind.DTYPE
+    if type(v) is torch.device:
+        return Kind.DEVICE
     return None
 
 

@@ -277,3 +277,44 @@ class PartialStack(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return x
+
+
+class NamedConfig:
+    """A plain config whose field a property reads, as transformers' `config._attn_implementation` does."""
+
+    def __init__(self, mode: str = "scale", factor: float = 2.0):
+        self._mode = mode
+        self.factor = factor
+
+    @property
+    def mode(self):
+        return self._mode
+
+    @property
+    def offset(self):  # a getter a region cannot take: read in Python before its statement
+        try:
+            return self.factor / 2
+        except AttributeError:
+            return 0.0
+
+
+class ModeSwitch(nn.Module):
+    def __init__(self, config, dim=16):
+        super().__init__()
+        self.config = config
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        h = self.proj(x)
+        if self.config.mode == "scale":
+            return h * self.config.factor
+        if self.config.mode == "offset":
+            return h - self.config.offset
+        return h + self.config.factor
+
+
+def doubled_unless_scripting(x):
+    """As torch's and libraries' code asks it: torch.jit.is_scripting() is False wherever Python runs."""
+    if torch.jit.is_scripting() or x.is_nested:
+        return x
+    return x * 2

@@ -711,6 +711,12 @@ class List {
  private:
   std::shared_ptr<std::vector<T>> v_;
 };
+template <typename T>
+inline std::string py_str(const List<T>& l) {  // str() of a list of ints or floats: "[1, 2]", "[0.5]"
+  std::string out = "[";
+  for (size_t k = 0; k < l.size(); ++k) out += (k ? ", " : "") + py_str(l[k]);
+  return out + "]";
+}
 template <typename T, typename... R>
 inline List<T> list_of(const T& first, const R&... rest) {
   std::vector<T> v;

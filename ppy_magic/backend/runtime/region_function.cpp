@@ -22,6 +22,7 @@
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/Device.h>
 #include <torch/csrc/Dtype.h>
+#include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Size.h>
 #include <torch/csrc/autograd/forward_grad.h>
@@ -155,6 +156,16 @@ PyObject* build_result(RegionFunction* self, const char*& spec, OutCursor& cur) 
       return PyBool_FromLong(static_cast<long>(cur.out.i[cur.i++]));
     case 'N':
       Py_RETURN_NONE;
+    case 'D': {  // a torch.device: its type, then its index
+      const auto type = static_cast<c10::DeviceType>(cur.out.i[cur.i++]);
+      const auto index = static_cast<c10::DeviceIndex>(cur.out.i[cur.i++]);
+      return THPDevice_New(c10::Device(type, index));
+    }
+    case 'd': {  // a torch.dtype (the registry's own object, as tensor.dtype gives it)
+      PyObject* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(static_cast<at::ScalarType>(cur.out.i[cur.i++])));
+      Py_XINCREF(dtype);
+      return dtype;
+    }
     case 'O': {  // a tensor or None (an undefined tensor)
       at::Tensor& t = cur.out.t[cur.t++];
       if (!t.defined()) Py_RETURN_NONE;
@@ -936,7 +947,7 @@ PyObject* region_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   }
   // The return spec indexes result_types ('R<k>'): check it here, not on every call.
   for (const char* c = ret; *c; ++c) {
-    if (std::strchr("Tfib()NVSYOnljg[]", *c) == nullptr && *c != 'R') {
+    if (std::strchr("Tfib()NVSYOnljg[]Dd", *c) == nullptr && *c != 'R') {
       PyErr_Format(PyExc_ValueError, "bad return spec '%s'", ret);
       return nullptr;
     }

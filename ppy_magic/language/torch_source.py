@@ -1,0 +1,61 @@
+"""torch's own Python-level functions, compiled from the installed torch's source.
+
+``torch.nn.functional``, ``torch.functional`` and the helpers they call (``torch.nn._reduction``,
+``torch.nn.modules.utils``) are Python code around ATen calls. A region compiles them from their
+source through the same front end as any library's code (``callees.callee_def``): inside a region
+``has_torch_function*`` is False and ``torch.jit.is_scripting()`` is False, as wherever Python runs
+them past the region's guard. An adapter (``adapters``) restates one of them only where its source
+does not compile for the call: the call then takes the adapter, and ``fallbacks`` says why.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+MODULES = frozenset({"torch.nn.functional", "torch.functional", "torch.nn._reduction", "torch.nn.modules.utils"})
+# Whose globals hold torch's names, not the user's: those modules, and the one boolean_dispatch's wrappers
+# (F.max_pool2d, ...) are defined in.
+_NAMESPACES = MODULES | {"torch._jit_internal"}
+
+# Per function name (``name_of``), in this process: the calls whose region compiled its source, and what
+# made its source give way to its adapter (the first reason seen). benchmarks/functional_coverage reports them.
+compiled: set[str] = set()
+fallbacks: dict[str, str] = {}
+
+
+def holds(fn: Any) -> bool:
+    """Whether `fn` is one of torch's Python-level functions whose source a region compiles."""
+    return isinstance(fn, types.FunctionType) and getattr(fn, "__module__", None) in MODULES
+
+
+def holds_method(fn: Any) -> bool:
+    """Whether `fn` is a method of a torch.nn module class (``nn.Linear.forward``) a region compiles from source."""
+    if not isinstance(fn, types.FunctionType) or not getattr(fn, "__module__", "").startswith("torch.nn.modules."):
+        return False
+    return "." in fn.__qualname__ and "<locals>" not in fn.__qualname__
+
+
+def name_of(fn: Any) -> str:
+    """`F.max_pool2d`, `torch.norm`, `nn.Linear.forward`: the name a user calls it by (a dispatcher's is `<locals>`)."""
+    if holds_method(fn):
+        return f"nn.{fn.__qualname__}"
+    module = {"torch.nn.functional": "F", "torch.functional": "torch"}.get(fn.__module__, fn.__module__)
+    return f"{module}.{fn.__name__}"
+
+
+def is_torch_namespace(namespace: dict) -> bool:
+    """Whether a module's globals are one of those modules' (its names are torch's, not the user's)."""
+    return namespace.get("__name__") in _NAMESPACES
+
+
+def gave_way(fn: Any, reason: str) -> None:
+    fallbacks.setdefault(name_of(fn), reason)
+
+
+def how_compiled(name: str) -> str | None:
+    """How this process's regions took torch function `name`: its source, its adapter (and why), or both."""
+    why = fallbacks.get(name)
+    if name in compiled:
+        return "torch's source" + (f"; the adapter where {why}" if why else "")
+    return f"the adapter: its source {why}" if why else None
