@@ -25,6 +25,7 @@ class Location:
     line: int  # 1-based, in the file the user sees (cell or script)
     col: int  # 0-based, as in the ast
     end_col: int | None = None
+    shown_file: str | None = None  # where the line is not in the file the user compiled: that file, short
 
     def source_line(self) -> str:
         return linecache.getline(self.filename, self.line).rstrip("\n")
@@ -71,7 +72,8 @@ class CompileError(ShownError):
     @property
     def reason(self) -> str:
         """One line: ``at L:C: message``."""
-        where = f"at {self.loc.line}:{self.loc.col + 1}: " if self.loc else ""
+        file = f"{self.loc.shown_file}:" if self.loc and self.loc.shown_file else ""
+        where = f"at {file}{self.loc.line}:{self.loc.col + 1}: " if self.loc else ""
         return f"{where}{self.message}"
 
     def render(self) -> str:

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import ppy_magic
-from ppy_magic.language import coverage
+from ppy_magic.language import coverage, torch_source
 from tests.support import functional_probes as fp
 from tests.support.batch import python_outcome
 from tests.support.cells import compile_cell, is_region
@@ -29,7 +29,7 @@ COMPILED_FLOOR = 128
 
 
 @pytest.fixture(scope="module")
-def probes():
+def compiled_probes():
     ns, report = compile_cell(fp.CELL, filename="<functional-probes>")
     results = {}
     for probe, (_, calls) in fp.PROBES.items():
@@ -39,7 +39,12 @@ def probes():
             args, kwargs = make()
             outcomes.append(compare_call(f, args, kwargs) if is_region(f) else python_outcome(f, report))
         results[probe] = outcomes
-    return results
+    return ns, results
+
+
+@pytest.fixture(scope="module")
+def probes(compiled_probes):
+    return compiled_probes[1]
 
 
 def test_no_probe_differs_from_eager(probes):
@@ -77,7 +82,7 @@ def test_the_table_lists_every_public_function():
     left_out = public - {n[2:] for n in names}
     assert left_out == set(coverage.nn_functional.NOT_FUNCTIONAL), left_out
     for e in entries:
-        assert e.status in (coverage.BINDING, coverage.ADAPTER, coverage.PYTHON)
+        assert e.status in (coverage.BINDING, coverage.SOURCE, coverage.ADAPTER, coverage.PYTHON)
         assert e.detail
     assert all(e.compiles for e in entries if e.status != coverage.PYTHON)
 
@@ -98,3 +103,36 @@ def test_every_adapter_name_is_unique_and_registered():
     for name in adapters.METHODS.values():
         assert name in defs, name
     assert adapters.lookup(torch.nn.functional.interpolate) == "interpolate"
+
+
+def test_what_the_table_says_compiles_from_torchs_source_does(compiled_probes):
+    """A name the table gives as torch's source, whose probes compiled, is in its region as the def parsed from
+    the installed torch's file (not a restatement of ours, which would be "<adapter>")."""
+    ns, results = compiled_probes
+    table = {e.name: e for e in coverage.functional_coverage() + coverage.torch_functional_coverage()}
+    checked, wrong = 0, []
+    for probe, (name, _) in fp.PROBES.items():
+        entry = table.get(name)
+        if entry is None or entry.status != coverage.SOURCE or {s for s, _ in results[probe]} != {MATCH}:
+            continue
+        if "; restated" in entry.detail:  # an adapter may take this probe's call: not every probe shows it
+            continue
+        sources = ppy_magic.explain(ns[probe]).torch_sources
+        file = entry.detail[len("torch's source (") :].split(":")[0]
+        module, attr = name.split(".", 1)
+        called = torch_source.name_of(getattr(torch.nn.functional if module == "F" else torch, attr))  # F._threshold
+        if not any(s.startswith(f"{called} ({file}:") for s in sources):
+            wrong.append(f"{probe}: {name} not compiled from {file}: {sources}")
+        checked += 1
+    assert not wrong, "\n".join(wrong)
+    assert checked >= 80, checked  # the names no adapter restates
+
+
+def test_every_restatement_says_why_torchs_source_is_not_enough():
+    from ppy_magic.language import adapters
+
+    restated = [name for target, name in adapters.FUNCTIONS.values() if torch_source.holds(target)]
+    assert restated and all(adapters.RESTATED[name] for name in restated), adapters.RESTATED
+    for e in coverage.functional_coverage():
+        if e.status == coverage.SOURCE and adapters.lookup(getattr(torch.nn.functional, e.name[2:])) is not None:
+            assert "; restated (" in e.detail and "where" in e.detail, e

@@ -78,7 +78,8 @@ def test_where_torchs_source_does_not_compile_the_adapter_takes_the_call(cell):
     assert is_region(f) and compare_call(f, (x, y))[0] == MATCH
     assert "compiled from torch's own source" not in str(ppy_magic.explain(f))
     assert "torch.meshgrid" in torch_source.fallbacks  # and why, for functional_coverage's report
-    assert torch_source.how_compiled("torch.meshgrid") == "the adapter: its source a dict is not supported in a region"
+    why = "a dict is not supported in a region (in torch's `torch._meshgrid`)"  # the helper torch's source calls
+    assert torch_source.how_compiled("torch.meshgrid") == f"the adapter: its source {why}"
 
 
 def test_an_error_inside_torchs_source_points_at_the_users_line(cell):
@@ -301,3 +302,62 @@ def test_a_failed_attempt_leaves_nothing_in_the_region():
     assert (list(kept.slots), dict(kept.where), dict(ctx.specialised)) == before
     assert ctx.helpers == [] and ctx.layouts == [kept] and not ctx.frozen and not ctx.torch_sources
     assert not ctx.grad_enabling
+
+
+UNRESTATED = """
+import torch
+from torch import nn
+import ppy
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv3d(2, 4, 3, padding=1)
+        self.pool = nn.AvgPool2d(2)
+        self.maxp = nn.MaxPool2d(2, stride=1)
+        self.up = nn.Upsample(scale_factor=2)
+        self.shuffle = nn.PixelShuffle(2)
+        self.shrink = nn.Hardshrink(0.3)
+        self.unflat = nn.Unflatten(1, (2, 8))
+
+    @ppy.opt(3)
+    def forward(self, x, v):
+        h = self.conv(v).sum(2)
+        h = self.shuffle(self.up(self.maxp(self.pool(h))))
+        return self.shrink(h), self.unflat(x)
+"""
+
+
+def test_torch_nn_modules_nothing_restates_compile_from_torchs_source():
+    """Conv3d, the pools, Upsample, PixelShuffle...: no restatement of ours, their forwards (and the methods
+    they call) compile from torch's files into the one region; what static inference of torch's __init__
+    cannot tell (Conv3d's padding_mode) is taken from the first call's values."""
+    from ppy_magic import variants
+
+    ns, report = compile_cell(UNRESTATED, filename="<torch-source-unrestated>")
+    why = dict(report.python).get("Net.forward", "")
+    assert why.startswith("at torch/nn/modules/conv.py:"), why  # a line of torch's file names that file
+    net = ns["Net"]()
+    x, v = torch.randn(3, 16, requires_grad=True), torch.randn(1, 2, 3, 8, 8)
+    with variants.blocking():
+        for _ in range(3):
+            got, want = net(x, v), ns["Net"].forward.__wrapped__(net, x, v)
+            assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    (gw,) = torch.autograd.grad(net(x, v)[0].sum(), (net.conv.weight,))
+    (ew,) = torch.autograd.grad(ns["Net"].forward.__wrapped__(net, x, v)[0].sum(), (net.conv.weight,))
+    assert torch.equal(gw, ew)
+    text = str(ppy_magic.explain(net.forward))
+    assert "calls as region: 4; fallbacks to Python: 0" in text, text
+    line = next(ln for ln in text.splitlines() if "compiled from torch's own source" in ln)
+    for name, file in [
+        ("nn.Conv3d.forward", "conv"),
+        ("nn.Conv3d._conv_forward", "conv"),
+        ("nn.AvgPool2d.forward", "pooling"),
+        ("nn.MaxPool2d.forward", "pooling"),
+        ("nn.Upsample.forward", "upsampling"),
+        ("nn.PixelShuffle.forward", "pixelshuffle"),
+        ("nn.Hardshrink.forward", "activation"),
+        ("nn.Unflatten.forward", "flatten"),
+    ]:
+        assert f"{name} (torch/nn/modules/{file}.py:" in line, (name, line)

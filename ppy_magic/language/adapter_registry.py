@@ -40,16 +40,20 @@ FUNCTIONS: dict[int, tuple[object, str]] = {}  # id(python callable) -> (callabl
 METHODS: dict[str, str] = {}  # Tensor method name -> adapter name
 HELPERS: dict[str, Callable] = {}  # helpers adapters call by name (registered as their own adapters)
 MODULES: list[Any] = []  # the modules adapters are defined in, for their sources
+RESTATED: dict[str, str] = {}  # adapter name -> where its target's own source gives way to it, and why
 
 
 def unsupported(reason: str) -> None:  # noqa: ARG001 - understood by the front end only
     """Reached at compile time: the calling function stays Python with `reason`."""
 
 
-def adapts(*targets: object, methods: tuple[str, ...] = ()) -> Callable:
-    """Register `fn` as the region-language restatement of `targets` (and of Tensor `methods`)."""
+def adapts(*targets: object, methods: tuple[str, ...] = (), because: str = "") -> Callable:
+    """Register `fn` as the region-language restatement of `targets` (and of Tensor `methods`). A target
+    a region compiles from torch's own source is restated only where that source does not compile:
+    `because` says where, in one line (``functional_coverage()`` shows it)."""
 
     def register(fn: Callable) -> Callable:
+        RESTATED[fn.__name__] = because
         for t in targets:
             FUNCTIONS[id(t)] = (t, fn.__name__)
         for m in methods:

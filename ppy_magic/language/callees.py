@@ -59,13 +59,20 @@ class CalleeCompiler:
         node, filename, file_lines = found
         return node, g, filename, file_lines
 
-    def torch_source_call(self, node: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
-        """A torch function an adapter restates, compiled from torch's own source where it compiles for
-        this call; NotImplemented (the adapter then) where it does not."""
-        callee = self.callee_def(fn) if torch_source.holds(fn) else None
+    def torch_source_call(self, node: ast.Call, fn: Any, args: list, kwargs: dict, restated: bool) -> Any:
+        """One of torch's Python-level functions (``torch_source.holds``), compiled from the installed torch's
+        source. Where that does not compile for this call: NotImplemented if an adapter restates it (the
+        adapter then), else the reason, at this call (the statement stays Python)."""
+        callee = self.callee_def(fn)
         if callee is None:
-            return NotImplemented
-        return self.attempt_torch_source(fn, lambda: self.call_user(node, callee, args, kwargs))
+            if restated:
+                return NotImplemented
+            raise self.error(node, f"the source of `{torch_source.name_of(fn)}` cannot be found")
+        made = self.attempt_torch_source(fn, callee, lambda: self.call_user(node, callee, args, kwargs))
+        if made is NotImplemented and not restated:
+            why = torch_source.fallbacks.get(torch_source.name_of(fn), "")
+            raise self.error(node, f"{why} (in torch's `{torch_source.name_of(fn)}`)")
+        return made
 
     def torch_forward_call(self, node: ast.Call, mv: ModuleValue, method: str, args: list, kwargs: dict) -> Any:
         """A torch.nn module's `method` compiled from the installed torch's source (``torch_source``), reading
@@ -86,11 +93,12 @@ class CalleeCompiler:
             self.layout(mv.mtype).slot(Slot(method, METHOD, "-", pos=function_key(fdef)[1], origin=filename))
             return made
 
-        return self.attempt_torch_source(fn, compile_it)
+        return self.attempt_torch_source(fn, (fdef, g, filename, lines), compile_it)
 
-    def attempt_torch_source(self, fn: Any, compile_it: Any) -> Any:
-        """`compile_it()` (a call of torch's own code for `fn`), or NotImplemented where it does not compile, the
-        attempt taken back (``Context.restore``) and why kept for the coverage report."""
+    def attempt_torch_source(self, fn: Any, callee: tuple, compile_it: Any) -> Any:
+        """`compile_it()` (a call of `callee`, the def of `fn` in torch's source), or NotImplemented where it does
+        not compile, the attempt taken back (``Context.restore``) and why kept for the coverage report. The region
+        names what it compiled by the file and line of the def it parsed (``explain``)."""
         saved = self.ctx.checkpoint()
         try:
             made = compile_it()
@@ -99,7 +107,8 @@ class CalleeCompiler:
             torch_source.gave_way(fn, err.message)
             return NotImplemented
         torch_source.compiled.add(torch_source.name_of(fn))
-        self.ctx.torch_sources.add(torch_source.name_of(fn))
+        fdef, _, filename, _ = callee
+        self.ctx.torch_sources.add(f"{torch_source.name_of(fn)} ({torch_source.relative(filename)}:{fdef.lineno})")
         return made
 
     def call_closure(self, node: ast.Call, closure: Closure, args: list, kwargs: dict) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from . import adapters, einops_forms, ir, nn_modules, ops
+from . import adapters, einops_forms, ir, nn_modules, ops, torch_source
 from .consumers import CONSUMERS
 from .ir import Kind
 from .iteration import StaticIteration
@@ -227,9 +227,11 @@ class CallCompiler:
         if fn in CONSUMERS:
             raise self.error(node, f"{fn.__name__}() with these arguments is not supported in a region")
         name = adapters.lookup(fn)
-        if name is not None:
-            made = self.torch_source_call(node, fn, args, kwargs)
+        if torch_source.holds(fn):  # torch's own Python: its source, else the adapter restating it (if any)
+            made = self.torch_source_call(node, fn, args, kwargs, restated=name is not None)
             return made if made is not NotImplemented else self.call_adapter(node, name, args, kwargs)
+        if name is not None:
+            return self.call_adapter(node, name, args, kwargs)
         operation = einops_forms.functions().get(id(fn))
         if operation is not None:
             return self.einops_call(node, operation, args, kwargs)

@@ -281,8 +281,8 @@ class Classes:
                 model.methods["forward"] = Method(defs[forward], g, "<adapter>", lines, adapter=True)
             model.methods.update({k: m for k, m in _torch_methods(cls, self.g.reach).items() if k not in model.methods})
             return model
-        if cls.__module__.startswith("torch."):
-            model.problem = f"torch.nn.{cls.__name__} has no restatement in the region language"
+        if cls.__module__.startswith("torch.") and not torch_source.holds_class(cls):
+            model.problem = f"{cls.__module__}.{cls.__name__} is not compiled from torch's source"
             return model
         # a class of an earlier cell or module: its compiled methods and its __init__, from its source
         found = class_source(cls)
@@ -295,7 +295,7 @@ class Classes:
 
         # A notebook cell's classes belong to no importable module: their methods' globals are the namespace.
         namespace = vars(module) if module else method_globals(cls)
-        if self.g.reaches(cls):
+        if self.g.reaches(cls) or torch_source.holds_class(cls):
             g = library_globals(namespace, self.g.reach)
         else:
             g = collect_globals(ast.Module(body=[], type_ignores=[]), namespace)
@@ -313,7 +313,7 @@ def _compiles_undecorated(ref: ClassRef, stmt: ast.FunctionDef, g: Globals, file
     from . import source
     from .namespace import function_key
 
-    if ref.obj is None or not g.reaches(ref.obj) or stmt.name.startswith("__"):
+    if ref.obj is None or not (g.reaches(ref.obj) or torch_source.holds_class(ref.obj)) or stmt.name.startswith("__"):
         return False
     found = ref.obj.__dict__.get(stmt.name)
     code = getattr(found, "__code__", None)
@@ -332,7 +332,7 @@ def _inside_wrappers(ref: ClassRef, stmt: ast.FunctionDef, g: Globals, filename:
     from . import source
     from .namespace import closure_globals, function_key, library_globals
 
-    if ref.obj is None or not g.reaches(ref.obj) or stmt.name.startswith("__"):
+    if ref.obj is None or not (g.reaches(ref.obj) or torch_source.holds_class(ref.obj)) or stmt.name.startswith("__"):
         return None
     outer = ref.obj.__dict__.get(stmt.name)
     f = source.innermost(outer)

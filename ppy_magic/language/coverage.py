@@ -2,12 +2,12 @@
 
 Generated from the installed torch: every public function of the module is
 looked up the way the front end looks it up. A generated binding
-(``F.conv2d`` is ``torch.conv2d``) maps to its ATen op; a Python wrapper is
-compiled from its adapter (``nn_functional.py``, ``torch_functional.py``),
-whose ``unsupported(...)`` paths are listed as the cases that stay Python;
+(``F.conv2d`` is ``torch.conv2d``) maps to its ATen op; a Python-level function
+compiles from the installed torch's own source (``torch_source``), and where an
+adapter still restates it the entry says where and why that adapter is taken;
 anything else stays Python with the reason recorded next to the adapters.
-``benchmarks/functional_coverage.py`` prints the table; the README quotes its
-figure.
+``benchmarks/functional_coverage.py`` checks the table by compiling a probe of
+every name; the README quotes its figure.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 import torch
 
-from . import adapters, nn_functional, ops, torch_functional
+from . import adapters, nn_functional, ops, torch_functional, torch_source
 
 BINDING = "binding"
+SOURCE = "source"  # compiled from the installed torch's own source
 ADAPTER = "adapter"
 PYTHON = "python"
 
@@ -30,7 +31,7 @@ class Entry:
     """One public name: how a region calls it, or why it cannot."""
 
     name: str  # as user code spells it: "F.relu6", "torch.meshgrid"
-    status: str  # BINDING, ADAPTER or PYTHON
+    status: str  # BINDING, SOURCE, ADAPTER or PYTHON
     detail: str  # the ATen op, the adapter, or why it stays Python
     stays_python: tuple[str, ...] = ()  # for an adapter: the cases that stay Python
 
@@ -85,6 +86,15 @@ def _unsupported_reasons(adapter: str) -> tuple[str, ...]:
 def _entry(label: str, name: str, obj: object, reasons: dict[str, str]) -> Entry:
     spelled = f"{label}.{name}"
     adapter = adapters.lookup(obj)
+    if name in reasons:  # torch's source is known not to compile, and nothing restates it
+        return Entry(spelled, PYTHON, reasons[name])
+    if torch_source.holds(obj):
+        detail = f"torch's source ({torch_source.where(obj)})"
+        if adapter is None:
+            return Entry(spelled, SOURCE, detail)
+        why = adapters.RESTATED[adapter]
+        detail += f"; restated ({adapter}) where {why}"
+        return Entry(spelled, SOURCE, detail, _unsupported_reasons(adapter))
     if adapter is not None:
         return Entry(spelled, ADAPTER, f"restated in the region language ({adapter})", _unsupported_reasons(adapter))
     spec = ops.function_spec(obj)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CompileError, Location, debug
-from . import ir, ops, param_kinds
+from . import ir, ops, param_kinds, source
 from .autocast import AutocastCompiler
 from .callees import CalleeCompiler
 from .calls import CallCompiler
@@ -69,10 +69,12 @@ def located_error(
     filename: str,
     lines: Sequence[str],
     function: str | None,
+    shown_file: str | None = None,
 ) -> CompileError:
-    """A CompileError at `node`: ``at L:C:``, the source line and a caret under the node."""
+    """A CompileError at `node`: ``at L:C:`` (``at FILE:L:C:`` with `shown_file`), the source line and a caret."""
     src = lines[node.lineno - 1] if 0 < node.lineno <= len(lines) else None
-    return CompileError(message, location(node, filename, lines), hint, function, src)
+    loc = dataclasses.replace(location(node, filename, lines), shown_file=shown_file)
+    return CompileError(message, loc, hint, function, src)
 
 
 # ---- the compiler ------------------------------------------------------------------------------
@@ -199,8 +201,16 @@ class FunctionCompiler(
     def error(self, node: ast.AST, message: str, hint: str | None = None) -> CompileError:
         if self.adapter:  # never point into this package's files
             return CompileError(message, None, hint, self.region_name)
+        # a line of another file than the region's (a library's, torch's): the message names that file
+        shown = source.short_path(self.filename) if self.ctx.filename not in ("", self.filename) else None
         return located_error(
-            node, message, hint, filename=self.filename, lines=self.source_lines, function=self.region_name
+            node,
+            message,
+            hint,
+            filename=self.filename,
+            lines=self.source_lines,
+            function=self.region_name,
+            shown_file=shown,
         )
 
     def visit(self, node: ast.AST) -> Any:

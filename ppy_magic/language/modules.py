@@ -20,7 +20,7 @@ import ast
 from typing import Any
 
 from ..errors import CompileError
-from . import call_values, einops_forms, ir, ops
+from . import call_values, einops_forms, ir, nn_modules, ops, torch_source
 from .attr_types import NONE, ModType, ParamObject, Scalar, Union, Unknown
 from .ir import Kind
 from .iteration import RangeIteration, StaticIteration
@@ -132,8 +132,8 @@ class ModuleCompiler:
         stated = model.attr(name) if model is not None else None
         # What the class says, where the value agrees (narrowed to the option it holds): every instance of the
         # class shares one layout, so what the class states is read as it states it. torch's own modules keep
-        # their declarations exactly (their restated forwards read them so).
-        exact = m.cls is not None and m.cls.obj is not None and m.cls.obj.__module__.startswith("torch.")
+        # their restated declarations exactly (their restated forwards read them so).
+        exact = m.cls is not None and nn_modules.declared(m.cls.obj) is not None
         t = call_values.stated_for(stated, value, exact) if stated is not None else None
         if constant_scalars and not exact and isinstance(t, Scalar) and t.kind != Kind.TENSOR:
             t = None  # the second try: a user class's Python values are constants too (a flag decides a branch)
@@ -238,8 +238,7 @@ class ModuleCompiler:
             torch_own = obj is not None and obj.__module__.startswith("torch")
             what = f"{obj.__module__}.{obj.__qualname__}" if obj is not None else mv.mtype.cls.name
             hint = (
-                "ppy_magic's torch.nn restatements cover Linear, convolutions, norms, dropout, "
-                "embeddings, activations and the containers; call the functional form instead."
+                f"{what}.{method} is not a plain function of torch's source; call the functional form instead."
                 if torch_own
                 else f"Decorate {mv.mtype.cls.name}.{method} with @ppy.opt in the same cell."
                 if not self.g.reach
@@ -257,7 +256,7 @@ class ModuleCompiler:
         origin = "torch" if target.adapter else ("" if target.filename == self.ctx.filename else target.filename)
         line = 0 if target.adapter else function_key(target.node)[1]
         self.layout(mv.mtype).slot(Slot(method, METHOD, "-", pos=line, origin=origin))
-        return self.call_helper(
+        made = self.call_helper(
             node,
             target.node,
             target.g,
@@ -268,6 +267,12 @@ class ModuleCompiler:
             adapter=target.adapter,
             display=f"{mv.mtype.cls.name}.{method}",
         )
+        fn = getattr(mv.mtype.cls.obj, method, None)
+        if not target.adapter and torch_source.holds_method(fn):  # a torch.nn class's, from torch's own source
+            self.ctx.torch_sources.add(
+                f"{torch_source.name_of(fn)} ({torch_source.relative(target.filename)}:{target.node.lineno})"
+            )
+        return made
 
     def inline_call(self, node: ast.Call, mv: ModuleValue) -> None:
         """`mv`'s forward runs inline, where nn.Module.__call__ would run its hooks: its layout checks at each

@@ -182,22 +182,6 @@ def _warn_if_sizes_differ(target, input):
 # ---- dropout -----------------------------------------------------------------------------------------------
 
 
-@adapts(F.dropout)
-def dropout(input, p=0.5, training=True, inplace=False):
-    _check_p(p)
-    if inplace:
-        return _VF.dropout_(input, p, training)
-    return _VF.dropout(input, p, training)
-
-
-@adapts(F.alpha_dropout)
-def alpha_dropout(input, p=0.5, training=False, inplace=False):
-    _check_p(p)
-    if inplace:
-        return _VF.alpha_dropout_(input, p, training)
-    return _VF.alpha_dropout(input, p, training)
-
-
 @helper
 def _feature_dropout(input, p, training, inplace):
     if inplace:
@@ -205,104 +189,10 @@ def _feature_dropout(input, p, training, inplace):
     return _VF.feature_dropout(input, p, training)
 
 
-@adapts(F.dropout1d)
-def dropout1d(input, p=0.5, training=True, inplace=False):
-    _check_p(p)
-    inp_dim = input.dim()
-    if inp_dim != 2 and inp_dim != 3:
-        raise RuntimeError(
-            f"dropout1d: Expected 2D or 3D input, but received a {inp_dim}D input. "
-            "Note that dropout1d exists to provide channel-wise dropout on inputs with 1 "
-            "spatial dimension, a channel dimension, and an optional batch dimension "
-            "(i.e. 2D or 3D inputs)."
-        )
-    is_batched = inp_dim == 3
-    if not is_batched:
-        input = input.unsqueeze_(0) if inplace else input.unsqueeze(0)
-    result = _feature_dropout(input, p, training, inplace)
-    if not is_batched:
-        result = result.squeeze_(0) if inplace else result.squeeze(0)
-    return result
-
-
-@adapts(F.dropout2d)
-def dropout2d(input, p=0.5, training=True, inplace=False):
-    _check_p(p)
-    inp_dim = input.dim()
-    if inp_dim != 3 and inp_dim != 4:
-        warnings.warn(
-            f"dropout2d: Received a {inp_dim}-D input to dropout2d, which is deprecated "
-            "and will result in an error in a future release. To retain the behavior "
-            "and silence this warning, please use dropout instead. Note that dropout2d "
-            "exists to provide channel-wise dropout on inputs with 2 spatial dimensions, "
-            "a channel dimension, and an optional batch dimension (i.e. 3D or 4D inputs).",
-            stacklevel=2,
-        )
-    if inp_dim == 3:
-        warnings.warn(
-            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise "
-            "1D dropout behavior is desired - input is interpreted as shape (N, C, L), where C "
-            "is the channel dim. This behavior will change in a future release to interpret the "
-            "input as one without a batch dimension, i.e. shape (C, H, W). To maintain the 1D "
-            "channel-wise dropout behavior, please switch to using dropout1d instead.",
-            stacklevel=2,
-        )
-    return _feature_dropout(input, p, training, inplace)
-
-
-@adapts(F.dropout3d)
-def dropout3d(input, p=0.5, training=True, inplace=False):
-    _check_p(p)
-    inp_dim = input.dim()
-    if inp_dim != 4 and inp_dim != 5:
-        warnings.warn(
-            f"dropout3d: Received a {inp_dim}-D input to dropout3d, which is deprecated "
-            "and will result in an error in a future release. To retain the behavior "
-            "and silence this warning, please use dropout instead. Note that dropout3d "
-            "exists to provide channel-wise dropout on inputs with 3 spatial dimensions, "
-            "a channel dimension, and an optional batch dimension (i.e. 4D or 5D inputs).",
-            stacklevel=2,
-        )
-    is_batched = inp_dim == 5
-    if not is_batched:
-        input = input.unsqueeze_(0) if inplace else input.unsqueeze(0)
-    result = _feature_dropout(input, p, training, inplace)
-    if not is_batched:
-        result = result.squeeze_(0) if inplace else result.squeeze(0)
-    return result
-
-
-@adapts(F.feature_alpha_dropout)
-def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
-    _check_p(p)
-    if inplace:
-        return _VF.feature_alpha_dropout_(input, p, training)
-    return _VF.feature_alpha_dropout(input, p, training)
-
-
 # ---- embeddings --------------------------------------------------------------------------------------------
 
 
-@adapts(F.embedding)
-def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
-    if padding_idx is not None:
-        if padding_idx > 0:
-            if padding_idx >= weight.size(0):
-                raise AssertionError("Padding_idx must be within num_embeddings")
-        elif padding_idx < 0:
-            if padding_idx < -weight.size(0):
-                raise AssertionError("Padding_idx must be within num_embeddings")
-            padding_idx = weight.size(0) + padding_idx
-    else:
-        padding_idx = -1
-    if max_norm is not None:
-        input = input.contiguous()
-        # F._no_grad_embedding_renorm_: the renorm writes into weight.detach()
-        torch.embedding_renorm_(weight.detach(), input, max_norm, norm_type)
-    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
-
-
-@adapts(F.embedding_bag)
+@adapts(F.embedding_bag, because="its source calls `Tensor.offsets()` (nested tensors), which a region does not take")
 def embedding_bag(
     input,
     weight,
@@ -387,85 +277,18 @@ def embedding_bag(
 # ---- normalisation -----------------------------------------------------------------------------------------
 
 
-@adapts(F.batch_norm)
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
-    if training:
-        _verify_batch_size(input.size(), False)
-    if training and eps <= 0.0:
-        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
-    elif eps < 0.0:
-        raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
-    return torch.batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, CUDNN_ENABLED)
-
-
-@adapts(F.instance_norm)
-def instance_norm(
-    input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True, momentum=0.1, eps=1e-5
-):
-    if use_input_stats:
-        _verify_spatial_size(input.size())
-    return torch.instance_norm(
-        input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, CUDNN_ENABLED
-    )
-
-
-@adapts(F.layer_norm)
+@adapts(
+    F.layer_norm, because="an input that is a Tensor or None (a union) reaches torch.layer_norm, which takes a Tensor"
+)
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return torch.layer_norm(input, normalized_shape, weight, bias, eps, CUDNN_ENABLED)
 
 
-@adapts(F.rms_norm)
+@adapts(
+    F.rms_norm, because="eps=None reaches torch.rms_norm as an optional float, which no overload a region calls takes"
+)
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     return torch.rms_norm(input, normalized_shape, weight, eps)
 
 
-@adapts(F.group_norm)
-def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
-    if input.dim() < 2:
-        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.dim()}")
-    _verify_batch_size([input.size(0) * input.size(1) // num_groups, num_groups] + list(input.size()[2:]), True)
-    return torch.group_norm(input, num_groups, weight, bias, eps, CUDNN_ENABLED)
-
-
-@adapts(F.local_response_norm)
-def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
-    dim = input.dim()
-    if dim < 3:
-        raise ValueError(f"Expected 3D or higher dimensionality                          input (got {dim} dimensions)")
-    if input.numel() == 0:
-        return input
-    div = input.mul(input)
-    if dim == 3:
-        div = div.unsqueeze(1)
-        div = F.pad(div, (0, 0, size // 2, (size - 1) // 2))
-        div = F.avg_pool2d(div, (size, 1), stride=1).squeeze(1)
-    else:
-        sizes = input.size()
-        div = div.view(sizes[0], 1, sizes[1], sizes[2], -1)
-        div = F.pad(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
-        div = F.avg_pool3d(div, (size, 1, 1), stride=1).squeeze(1)
-        div = div.view(sizes)
-    div = div.mul(alpha).add(k).pow(beta)
-    return input / div
-
-
-@adapts(F.normalize)
-def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
-    if out is None:
-        denom = input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)
-        return input / denom
-    denom = input.norm(p, dim, keepdim=True).clamp_min_(eps).expand_as(input)
-    return torch.div(input, denom, out=out)
-
-
 # ---- distances, folding ------------------------------------------------------------------------------------
-
-
-@adapts(F.unfold)
-def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
-    return _nn.im2col(input, _pair(kernel_size), _pair(dilation), _pair(padding), _pair(stride))
-
-
-@adapts(F.fold)
-def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
-    return _nn.col2im(input, _pair(output_size), _pair(kernel_size), _pair(dilation), _pair(padding), _pair(stride))

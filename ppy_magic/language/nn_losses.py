@@ -8,18 +8,15 @@ eager and stay Python here. The rules are those of ``nn_functional.py``.
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 import torch.nn.functional as F
 
 from .adapter_registry import adapts, helper, unsupported
 from .nn_functional import (
-    _legacy_reduction,
     _list_text,
     _reduction_enum,
     _reduction_or_legacy,
-    _warn_if_sizes_differ,
 )
 
 _nn = torch._C._nn
@@ -28,16 +25,11 @@ _nn = torch._C._nn
 # ---- losses ------------------------------------------------------------------------------------------------
 
 
-@adapts(F.ctc_loss)
+@adapts(F.ctc_loss, because="its source asks has_torch_function_variadic() of int lengths")
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
     return torch.ctc_loss(
         log_probs, targets, input_lengths, target_lengths, blank, _reduction_enum(reduction), zero_infinity
     )
-
-
-@adapts(F.nll_loss)
-def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-    return _nn.nll_loss_nd(input, target, weight, _reduction_or_legacy(size_average, reduce, reduction), ignore_index)
 
 
 @helper
@@ -46,17 +38,7 @@ def _check_reduction_name(reduction, message):
         raise ValueError(reduction + message)
 
 
-@adapts(F.poisson_nll_loss)
-def poisson_nll_loss(
-    input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None, reduction="mean"
-):
-    if size_average is not None or reduce is not None:
-        reduction = _legacy_reduction(size_average, reduce)
-    _check_reduction_name(reduction, " is not a valid value for reduction")
-    return torch.poisson_nll_loss(input, target, log_input, full, eps, _reduction_enum(reduction))
-
-
-@adapts(F.gaussian_nll_loss)
+@adapts(F.gaussian_nll_loss, because="its source calls zip(..., strict=True): zip() with keywords")
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
     if isinstance(var, float):
         if var < 0:
@@ -95,35 +77,7 @@ def _mismatched_size_sum(input, var):
     return total
 
 
-@adapts(F.kl_div)
-def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
-    if size_average is not None or reduce is not None:
-        reduction_enum = _reduction_enum(_legacy_reduction(size_average, reduce))
-    else:
-        if reduction == "mean":
-            warnings.warn(
-                "reduction: 'mean' divides the total loss by both the batch size and the support size."
-                "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
-                "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
-                stacklevel=2,
-            )
-        reduction_enum = 2 if reduction == "batchmean" else _reduction_enum(reduction)
-    reduced = torch.kl_div(input, target, reduction_enum, log_target=log_target)
-    if reduction == "batchmean" and input.dim() != 0:
-        reduced = reduced / input.size()[0]
-    return reduced
-
-
-@adapts(F.cross_entropy)
-def cross_entropy(
-    input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean", label_smoothing=0.0
-):
-    return _nn.cross_entropy_loss(
-        input, target, weight, _reduction_or_legacy(size_average, reduce, reduction), ignore_index, label_smoothing
-    )
-
-
-@adapts(F.binary_cross_entropy)
+@adapts(F.binary_cross_entropy, because="its source asks `torch.jit.is_tracing()`")
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     reduction_enum = _reduction_or_legacy(size_average, reduce, reduction)
     if target.size() != input.size():
@@ -135,16 +89,6 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         new_size = _broadcast_shapes(target.size(), weight.size())
         weight = weight.expand(new_size)
     return _nn.binary_cross_entropy(input, target, weight, reduction_enum)
-
-
-@adapts(F.binary_cross_entropy_with_logits)
-def binary_cross_entropy_with_logits(
-    input, target, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None
-):
-    reduction_enum = _reduction_or_legacy(size_average, reduce, reduction)
-    if not (target.size() == input.size()):
-        raise ValueError(f"Target size ({target.size()}) must be the same as input size ({input.size()})")
-    return torch.binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction_enum)
 
 
 @helper
@@ -184,17 +128,6 @@ def _ones_like_sizes(sizes, n):
     return out
 
 
-@adapts(F.smooth_l1_loss)
-def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
-    _warn_if_sizes_differ(target, input)
-    if size_average is not None or reduce is not None:
-        reduction = _legacy_reduction(size_average, reduce)
-    expanded_input, expanded_target = torch.broadcast_tensors(input, target)
-    if beta == 0.0:
-        return _nn.l1_loss(expanded_input, expanded_target, _reduction_enum(reduction))
-    return _nn.smooth_l1_loss(expanded_input, expanded_target, _reduction_enum(reduction), beta)
-
-
 @helper
 def _weighted_reduction(weighted, weight, reduction, by_weight):
     if reduction == "none":
@@ -206,149 +139,6 @@ def _weighted_reduction(weighted, weight, reduction, by_weight):
             return torch.sum(weighted) / torch.sum(weight)
         return weighted.mean()
     raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', 'sum'.")
-
-
-@adapts(F.huber_loss)
-def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
-    _warn_if_sizes_differ(target, input)
-    expanded_input, expanded_target = torch.broadcast_tensors(input, target)
-    if weight is None:
-        return _nn.huber_loss(expanded_input, expanded_target, _reduction_enum(reduction), delta)
-    if weight.size() != input.size():
-        raise ValueError("Weights and input must have the same size.")
-    unweighted_loss = _nn.huber_loss(expanded_input, expanded_target, 0, delta)
-    return _weighted_reduction(unweighted_loss * weight, weight, reduction, False)
-
-
-@adapts(F.l1_loss)
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
-    _warn_if_sizes_differ(target, input)
-    if size_average is not None or reduce is not None:
-        reduction = _legacy_reduction(size_average, reduce)
-    expanded_input, expanded_target = torch.broadcast_tensors(input, target)
-    if weight is not None:
-        if weight.size() != input.size():
-            raise ValueError("Weights and input must have the same size.")
-        absolute_errors = torch.abs(expanded_input - expanded_target)
-        return _weighted_reduction(absolute_errors * weight, weight, reduction, True)
-    return _nn.l1_loss(expanded_input, expanded_target, _reduction_enum(reduction))
-
-
-@adapts(F.mse_loss)
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
-    _warn_if_sizes_differ(target, input)
-    if size_average is not None or reduce is not None:
-        reduction = _legacy_reduction(size_average, reduce)
-    expanded_input, expanded_target = torch.broadcast_tensors(input, target)
-    if weight is not None:
-        if weight.size() != input.size():
-            raise ValueError("Weights and input must have the same size.")
-        squared_errors = torch.pow(expanded_input - expanded_target, 2)
-        return _weighted_reduction(squared_errors * weight, weight, reduction, True)
-    return _nn.mse_loss(expanded_input, expanded_target, _reduction_enum(reduction))
-
-
-@adapts(F.margin_ranking_loss)
-def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
-    reduction_enum = _reduction_or_legacy(size_average, reduce, reduction)
-    if input1.dim() != input2.dim() or input1.dim() != target.dim():
-        raise RuntimeError(
-            f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
-            f"input1: {input1.size()}, input2: {input2.size()}, target: {target.size()} "
-        )
-    return torch.margin_ranking_loss(input1, input2, target, margin, reduction_enum)
-
-
-@adapts(F.hinge_embedding_loss)
-def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
-    return torch.hinge_embedding_loss(input, target, margin, _reduction_or_legacy(size_average, reduce, reduction))
-
-
-@adapts(F.multilabel_margin_loss)
-def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    return _nn.multilabel_margin_loss(input, target, _reduction_or_legacy(size_average, reduce, reduction))
-
-
-@adapts(F.soft_margin_loss)
-def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    return _nn.soft_margin_loss(input, target, _reduction_or_legacy(size_average, reduce, reduction))
-
-
-@adapts(F.multilabel_soft_margin_loss)
-def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
-    if size_average is not None or reduce is not None:
-        reduction = _legacy_reduction(size_average, reduce)
-    loss = -(target * _nn.log_sigmoid(input) + (1 - target) * _nn.log_sigmoid(-input))
-    if weight is not None:
-        loss = loss * weight
-    class_dim = input.dim() - 1
-    C = input.size(class_dim)
-    loss = loss.sum(dim=class_dim) / C
-    if reduction == "none":
-        return loss
-    elif reduction == "mean":
-        return loss.mean()
-    elif reduction == "sum":
-        return loss.sum()
-    raise ValueError(reduction + " is not valid")
-
-
-@adapts(F.cosine_embedding_loss)
-def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
-    reduction_enum = _reduction_or_legacy(size_average, reduce, reduction)
-    return torch.cosine_embedding_loss(input1, input2, target, margin, reduction_enum)
-
-
-@adapts(F.multi_margin_loss)
-def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
-    reduction_enum = _reduction_or_legacy(size_average, reduce, reduction)
-    if p != 1 and p != 2:
-        raise ValueError("only p == 1 and p == 2 supported")
-    if weight is not None and weight.dim() != 1:
-        raise ValueError("weight must be one-dimensional")
-    return _nn.multi_margin_loss(input, target, p, margin, weight, reduction_enum)
-
-
-@adapts(F.triplet_margin_loss)
-def triplet_margin_loss(
-    anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None, reduce=None, reduction="mean"
-):
-    reduction_enum = _reduction_or_legacy(size_average, reduce, reduction)
-    if margin <= 0:
-        raise ValueError(f"margin must be greater than 0, got {margin}")
-    return torch.triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap, reduction_enum)
-
-
-@adapts(F.triplet_margin_with_distance_loss)
-def triplet_margin_with_distance_loss(
-    anchor, positive, negative, distance_function=None, margin=1.0, swap=False, reduction="mean"
-):
-    if reduction != "mean" and reduction != "sum" and reduction != "none":
-        raise ValueError(f"{reduction} is not a valid value for reduction")
-    if margin <= 0:
-        raise ValueError(f"margin must be greater than 0, got {margin}")
-    a_dim = anchor.ndim
-    p_dim = positive.ndim
-    n_dim = negative.ndim
-    if not (a_dim == p_dim and p_dim == n_dim):
-        raise RuntimeError(
-            f"The anchor, positive, and negative tensors are expected to have "
-            f"the same number of dimensions, but got: anchor {a_dim}D, "
-            f"positive {p_dim}D, and negative {n_dim}D inputs"
-        )
-    if distance_function is None:
-        distance_function = torch.pairwise_distance
-    dist_pos = distance_function(anchor, positive)
-    dist_neg = distance_function(anchor, negative)
-    if swap:
-        dist_swap = distance_function(positive, negative)
-        dist_neg = torch.minimum(dist_neg, dist_swap)
-    loss = torch.clamp_min(margin + dist_pos - dist_neg, 0)
-    if reduction == "sum":
-        return torch.sum(loss)
-    elif reduction == "mean":
-        return torch.mean(loss)
-    return loss
 
 
 @helper
@@ -370,7 +160,7 @@ def _prod(seq, start):
     return out
 
 
-@adapts(F.linear_cross_entropy)
+@adapts(F.linear_cross_entropy, because="its source formats a run-time sequence of ints into a message")
 def linear_cross_entropy(
     input,
     linear_weight,

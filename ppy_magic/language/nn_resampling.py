@@ -17,12 +17,6 @@ from .nn_functional import _is_number
 _nn = torch._C._nn
 
 
-@adapts(F.upsample)
-def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
-    warnings.warn("`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=2)
-    return F.interpolate(input, size, scale_factor, mode, align_corners)
-
-
 @helper
 def _spatial_text(input):
     # str(list(input.shape[2:])), for interpolate's messages
@@ -73,7 +67,10 @@ def _repeated_size(size, dim):
     return out
 
 
-@adapts(F.interpolate)
+@adapts(
+    F.interpolate,
+    because="its dimension-dependent branches pass a run-time list of floats to an overload taking float[]?",
+)
 def interpolate(
     input,
     size=None,
@@ -197,22 +194,6 @@ def interpolate(
     )
 
 
-@adapts(F.upsample_nearest)
-def upsample_nearest(input, size=None, scale_factor=None):
-    warnings.warn(
-        "`nn.functional.upsample_nearest` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=2
-    )
-    return F.interpolate(input, size, scale_factor, mode="nearest")
-
-
-@adapts(F.upsample_bilinear)
-def upsample_bilinear(input, size=None, scale_factor=None):
-    warnings.warn(
-        "`nn.functional.upsample_bilinear` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=2
-    )
-    return F.interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
-
-
 @helper
 def _warn_align_corners_default():
     warnings.warn(
@@ -222,74 +203,6 @@ def _warn_align_corners_default():
         "See the documentation of grid_sample for details.",
         stacklevel=2,
     )
-
-
-@adapts(F.grid_sample)
-def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
-    if mode != "bilinear" and mode != "nearest" and mode != "bicubic":
-        raise ValueError(
-            f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', but got: '{mode}'"
-        )
-    if padding_mode != "zeros" and padding_mode != "border" and padding_mode != "reflection":
-        raise ValueError(
-            "nn.functional.grid_sample(): expected padding_mode "
-            "to be 'zeros', 'border', or 'reflection', "
-            f"but got: '{padding_mode}'"
-        )
-    if mode == "bilinear":
-        mode_enum = 0
-    elif mode == "nearest":
-        mode_enum = 1
-    else:
-        mode_enum = 2
-    if padding_mode == "zeros":
-        padding_mode_enum = 0
-    elif padding_mode == "border":
-        padding_mode_enum = 1
-    else:
-        padding_mode_enum = 2
-    if align_corners is None:
-        _warn_align_corners_default()
-        align_corners = False
-    return torch.grid_sampler(input, grid, mode_enum, padding_mode_enum, align_corners)
-
-
-@adapts(F.affine_grid)
-def affine_grid(theta, size, align_corners=None):
-    if align_corners is None:
-        _warn_align_corners_default()
-        align_corners = False
-    if not theta.is_floating_point():
-        raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
-    if len(size) == 4:
-        if theta.dim() != 3 or theta.shape[-2] != 2 or theta.shape[-1] != 3:
-            raise ValueError(
-                f"Expected a batch of 2D affine matrices of shape Nx2x3 for size {size}. Got {theta.shape}."
-            )
-        spatial_size = size[-2:]
-    elif len(size) == 5:
-        if theta.dim() != 3 or theta.shape[-2] != 3 or theta.shape[-1] != 4:
-            raise ValueError(
-                f"Expected a batch of 3D affine matrices of shape Nx3x4 for size {size}. Got {theta.shape}."
-            )
-        spatial_size = size[-3:]
-    else:
-        raise NotImplementedError(
-            "affine_grid only supports 4D and 5D sizes, "
-            "for 2D and 3D affine transforms, respectively. "
-            f"Got size {size}."
-        )
-    if align_corners and _min_of(spatial_size) == 1:
-        warnings.warn(
-            "Since version 1.3.0, affine_grid behavior has changed "
-            "for unit-size grids when align_corners=True. "
-            "This is not an intended use case of affine_grid. "
-            "See the documentation of affine_grid for details.",
-            stacklevel=2,
-        )
-    elif _min_of(size) <= 0:
-        raise ValueError(f"Expected non-zero, positive output size. Got {size}")
-    return torch.affine_grid_generator(theta, size, align_corners)
 
 
 @helper
@@ -302,7 +215,7 @@ def _min_of(sizes):
     return m
 
 
-@adapts(F.pad)
+@adapts(F.pad, because="its source imports a module on a CUDA-only branch (importlib.import_module)")
 def pad(input, pad, mode="constant", value=None):
     if DETERMINISTIC and mode == "replicate":
         return unsupported(

@@ -222,7 +222,7 @@ def all_specs() -> list[OpSpec]:
 
 def supported_ops() -> list[str]:
     """Python-level names regions can call directly (adapters add a few more)."""
-    from . import adapters
+    from . import adapters, torch_source
 
     names = set()
     publics = [
@@ -237,7 +237,7 @@ def supported_ops() -> list[str]:
             if name.startswith("_"):
                 continue
             obj = getattr(module, name, None)
-            if function_spec(obj) is not None or adapters.lookup(obj) is not None:
+            if function_spec(obj) is not None or adapters.lookup(obj) is not None or torch_source.holds(obj):
                 names.add(f"{label}.{name}")
     names.update(
         f"Tensor.{n}" for n in dir(torch._C.TensorBase) if not n.startswith("_") and method_spec(n) is not None

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import linecache
+import os
+import sys
 import types
 from typing import Any
 
@@ -123,3 +125,13 @@ def is_plain(fn: Any) -> bool:
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator, coroutine, iterable coroutine, async generator
         return False
     return all(name == "__class__" for name in code.co_freevars)
+
+
+def short_path(filename: str) -> str:
+    """`torch/nn/modules/conv.py`: a file named from the import path entry it is under (else its base name)."""
+    path = os.path.realpath(filename)
+    bases = [os.path.realpath(b) for b in sys.path if b and os.path.isdir(b)]
+    for base in sorted(bases, key=len, reverse=True):
+        if path.startswith(base + os.sep):
+            return os.path.relpath(path, base)
+    return os.path.basename(filename)

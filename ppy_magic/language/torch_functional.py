@@ -26,7 +26,12 @@ UNSUPPORTED = {
 }
 
 
-@adapts(torch.split, torch.Tensor.split, methods=("split",))
+@adapts(
+    torch.split,
+    torch.Tensor.split,
+    methods=("split",),
+    because="Tensor.split (torch/_tensor.py) is a method, which regions take only restated",
+)
 def split(self, split_size, dim=0):
     # Tensor.split (torch.split calls it)
     if isinstance(split_size, torch.Tensor):
@@ -38,7 +43,7 @@ def split(self, split_size, dim=0):
     return _VF.split_with_sizes(self, split_size, dim)
 
 
-@adapts(torch.einsum)
+@adapts(torch.einsum, because="its source asks isinstance() of a list of tensors, decided only by the value")
 def einsum(*args):
     if len(args) < 2:
         raise ValueError(
@@ -61,43 +66,13 @@ def einsum(*args):
     return _VF.einsum(equation, operands)
 
 
-@adapts(torch.broadcast_tensors)
-def broadcast_tensors(*tensors):
-    return _VF.broadcast_tensors(tensors)
-
-
-@adapts(torch.meshgrid)
+@adapts(torch.meshgrid, because="its source builds a dict of keywords")
 def meshgrid(*tensors, indexing=None):
     if len(tensors) == 1 and not isinstance(tensors[0], torch.Tensor):  # one list or tuple of them
         tensors = tensors[0]
     if indexing is None:
         return _VF.meshgrid(tensors)
     return _VF.meshgrid(tensors, indexing=indexing)
-
-
-@adapts(torch.stft)
-def stft(
-    input,
-    n_fft,
-    hop_length=None,
-    win_length=None,
-    window=None,
-    center=True,
-    pad_mode="reflect",
-    normalized=False,
-    onesided=None,
-    return_complex=None,
-    align_to_window=None,
-):
-    if center and align_to_window is not None:
-        raise RuntimeError("stft align_to_window should only be set when center = false")
-    if center:
-        signal_dim = input.dim()
-        extended_shape = _ones(input, 3 - signal_dim) + input.size()
-        pad = int(n_fft // 2)
-        input = torch.nn.functional.pad(input.view(extended_shape), [pad, pad], pad_mode)
-        input = input.view(input.shape[-signal_dim:])
-    return _VF.stft(input, n_fft, hop_length, win_length, window, normalized, onesided, return_complex, align_to_window)
 
 
 @helper
@@ -172,7 +147,12 @@ def _unique_impl(input, sorted, return_inverse, return_counts, dim):
     return torch._unique2(input, sorted=sorted, return_inverse=return_inverse, return_counts=return_counts)
 
 
-@adapts(torch.unique, torch.Tensor.unique, methods=("unique",))
+@adapts(
+    torch.unique,
+    torch.Tensor.unique,
+    methods=("unique",),
+    because="Tensor.unique (torch/_tensor.py) is a method, which regions take only restated",
+)
 def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
     # torch.unique is a boolean_dispatch on return_inverse and return_counts: they must be known when compiled
     output, inverse_indices, counts = _unique_impl(input, sorted, return_inverse, return_counts, dim)
@@ -185,7 +165,12 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     return output
 
 
-@adapts(torch.unique_consecutive, torch.Tensor.unique_consecutive, methods=("unique_consecutive",))
+@adapts(
+    torch.unique_consecutive,
+    torch.Tensor.unique_consecutive,
+    methods=("unique_consecutive",),
+    because="Tensor.unique_consecutive (torch/_tensor.py) is a method, which regions take only restated",
+)
 def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
     output, inverse_indices, counts = _VF.unique_consecutive(
         input, return_inverse=return_inverse, return_counts=return_counts, dim=dim
@@ -208,49 +193,6 @@ def _range_list(t, start, stop):
     return out
 
 
-@adapts(torch.tensordot)
-def tensordot(a, b, dims=2, out=None):
-    if isinstance(dims, torch.Tensor):
-        return unsupported(
-            "torch.tensordot with dims as a tensor reads its values (.tolist()); pass an int or two lists of ints"
-        )
-    if not (isinstance(dims, tuple) or isinstance(dims, int)):
-        return unsupported("torch.tensordot with dims of this kind; pass an int or two lists of ints")
-    if isinstance(dims, tuple):
-        dims_a, dims_b = dims
-    else:
-        if dims < 0:
-            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
-        if dims > min(a.dim(), b.dim()):
-            raise RuntimeError(f"tensordot expects dims < ndim_a or ndim_b, but got dims={dims}")
-        dims_a = _range_list(a, -dims, 0)
-        dims_b = _range_list(a, 0, dims)
-    if out is None:
-        return _VF.tensordot(a, b, dims_a, dims_b)
-    return _VF.tensordot(a, b, dims_a, dims_b, out=out)
-
-
-@adapts(torch.cartesian_prod)
-def cartesian_prod(*tensors):
-    return _VF.cartesian_prod(tensors)
-
-
-@adapts(torch.block_diag)
-def block_diag(*tensors):
-    return _VF.block_diag(tensors)
-
-
-@adapts(torch.cdist)
-def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
-    if compute_mode == "use_mm_for_euclid_dist_if_necessary":
-        return _VF.cdist(x1, x2, p, None)
-    elif compute_mode == "use_mm_for_euclid_dist":
-        return _VF.cdist(x1, x2, p, 1)
-    elif compute_mode == "donot_use_mm_for_euclid_dist":
-        return _VF.cdist(x1, x2, p, 2)
-    raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
-
-
 @helper
 def _atleast_args(tensors):
     if len(tensors) == 1:
@@ -258,22 +200,7 @@ def _atleast_args(tensors):
     return tensors
 
 
-@adapts(torch.atleast_1d)
-def atleast_1d(*tensors):
-    return _VF.atleast_1d(_atleast_args(tensors))
-
-
-@adapts(torch.atleast_2d)
-def atleast_2d(*tensors):
-    return _VF.atleast_2d(_atleast_args(tensors))
-
-
-@adapts(torch.atleast_3d)
-def atleast_3d(*tensors):
-    return _VF.atleast_3d(_atleast_args(tensors))
-
-
-@adapts(torch.norm)
+@adapts(torch.norm, because="its source compares an optional value with a constant")
 def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     # torch.norm's path for strided tensors on the CPU and CUDA, the only ones a region sees.
     if dim is None:
@@ -301,23 +228,6 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
 @adapts(torch.Tensor.norm, methods=("norm",))
 def tensor_norm(self, p="fro", dim=None, keepdim=False, dtype=None):
     return torch.norm(self, p, dim, keepdim, dtype=dtype)
-
-
-@adapts(torch.chain_matmul)
-def chain_matmul(*matrices, out=None):
-    if out is None:
-        return _VF.chain_matmul(matrices)
-    return _VF.chain_matmul(matrices, out=out)
-
-
-@adapts(torch.lu)
-def lu(A, pivot=True, get_infos=False, out=None):
-    if out is not None:
-        return unsupported("torch.lu with out= resizes and copies into the given tensors; assign its results instead")
-    result = torch._lu_with_info(A, pivot=pivot, check_errors=(not get_infos))
-    if get_infos:
-        return result
-    return result[0], result[1]
 
 
 @adapts(torch.Tensor.lu, methods=("lu",))

@@ -36,12 +36,33 @@ def holds_method(fn: Any) -> bool:
     return "." in fn.__qualname__ and "<locals>" not in fn.__qualname__
 
 
+def holds_class(cls: Any) -> bool:
+    """Whether `cls` is a torch.nn module class (or a base of one) whose methods a region compiles from source."""
+    return isinstance(cls, type) and getattr(cls, "__module__", "").startswith("torch.nn.modules.")
+
+
 def name_of(fn: Any) -> str:
     """`F.max_pool2d`, `torch.norm`, `nn.Linear.forward`: the name a user calls it by (a dispatcher's is `<locals>`)."""
     if holds_method(fn):
         return f"nn.{fn.__qualname__}"
     module = {"torch.nn.functional": "F", "torch.functional": "torch"}.get(fn.__module__, fn.__module__)
     return f"{module}.{fn.__name__}"
+
+
+def relative(filename: str) -> str:
+    """`torch/nn/functional.py` for a file of the installed torch (else the name as it is)."""
+    import os
+
+    import torch
+
+    root = os.path.dirname(os.path.dirname(os.path.realpath(torch.__file__)))
+    path = os.path.realpath(filename)
+    return os.path.relpath(path, root) if path.startswith(root + os.sep) else filename
+
+
+def where(fn: Any) -> str:
+    """`torch/nn/functional.py:2170`: the file and line of `fn`'s def."""
+    return f"{relative(fn.__code__.co_filename)}:{fn.__code__.co_firstlineno}"
 
 
 def is_torch_namespace(namespace: dict) -> bool:
