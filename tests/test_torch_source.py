@@ -128,6 +128,14 @@ def forms(x):
 
 
 @ppy.opt(3)
+def sequences(x, sizes: list[int]):
+    # a list parameter is a list or a tuple as the caller passed it: either is an Iterable and a Sequence
+    if isinstance(sizes, collections.abc.Iterable) and isinstance(sizes, collections.abc.Sequence):
+        return x.reshape(sizes)
+    return x
+
+
+@ppy.opt(3)
 def settings(x):
     if torch.are_deterministic_algorithms_enabled():
         return x + 1
@@ -180,6 +188,15 @@ def test_the_forms_torchs_source_is_written_in_compile_as_python_runs_them(forms
     assert is_region(f) and compare_call(f, (x,))[0] == MATCH
     out = f(x)
     assert out[1] == [] and out[2] == (3, 3) and out[3] == (True, True, True, False)
+
+
+def test_a_list_parameter_is_an_iterable_sequence_whether_a_list_or_a_tuple(forms_cell):
+    ns, _ = forms_cell
+    f = ns["sequences"]
+    x = torch.randn(2, 6)
+    assert is_region(f)
+    for sizes in ([3, 4], (4, 3)):
+        assert torch.equal(f(x, sizes), x.reshape(sizes))
 
 
 def test_the_process_settings_are_read_when_the_region_runs_not_when_it_compiles(forms_cell):

@@ -170,7 +170,11 @@ class CalleeCompiler:
     ) -> Any:
         who = display or fdef.name
         # One def under two closures (a decorator's wrapper of two methods) is two functions: keyed by both.
-        if not adapter and ((id(fdef), g.closure_key()) in self.ctx.stack or fdef is self.ctx.root):
+        # A method called on another module (a Sequential inside a Sequential) is not a call of itself: the
+        # module tree compiled in is finite, so a def may recur on modules of other types, never on the same one.
+        on = args[0].mtype if args and isinstance(args[0], ModuleValue) else None
+        frame = (id(fdef), g.closure_key(), on)
+        if not adapter and (frame in self.ctx.stack or (fdef is self.ctx.root and on is None)):
             raise self.error(node, f"'{who}' calls itself; recursion is not supported in a region")
         args = [self.passed_on(a) for a in args]
         kwargs = {k: self.passed_on(v) for k, v in kwargs.items()}
@@ -185,7 +189,7 @@ class CalleeCompiler:
         key = (id(fdef), g.closure_key(), tuple((n, structure_of(bound[n])) for n in names), lists)
         if key not in self.ctx.specialised:
             self.ctx.specialised[key] = self.specialise(
-                node, fdef, g, filename, lines, names, bound, adapter, who, lists
+                node, fdef, g, filename, lines, names, bound, adapter, who, lists, frame
             )
         symbol, structure, kinds = self.ctx.specialised[key]
         targets = tuple(self.new_var("r", k) for k in kinds)
@@ -243,6 +247,7 @@ class CalleeCompiler:
         adapter: bool,
         who: str,
         lists: tuple[int, ...] = (),
+        frame: tuple = (),
     ) -> tuple[str, Any, tuple[Kind, ...]]:
         for runtime_returns in (False, True):
             sub = type(self)(
@@ -253,7 +258,7 @@ class CalleeCompiler:
             for n in names:
                 sub.locals[n] = sub.rename_params(bound[n], n, params)
             sub.param_vars.update(params[i].name for i in lists)
-            self.ctx.stack.append((id(fdef), g.closure_key()))
+            self.ctx.stack.append(frame or (id(fdef), g.closure_key(), None))
             try:
                 sub.compile_body(fdef.body)
             except Unsupported as exc:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from . import adapters, einops_forms, ir, nn_modules, ops, torch_source
+from . import adapters, einops_forms, ir, ops, torch_source
 from .consumers import CONSUMERS
 from .ir import Kind
 from .iteration import StaticIteration
@@ -31,6 +31,7 @@ from .values import (
     Closure,
     KwArgs,
     ModuleValue,
+    OptionalScalar,
     SliceValue,
     Static,
     TensorMethod,
@@ -235,11 +236,6 @@ class CallCompiler:
         operation = einops_forms.functions().get(id(fn))
         if operation is not None:
             return self.einops_call(node, operation, args, kwargs)
-        name = nn_modules.helper_name(fn)
-        if name is not None and self.adapter:
-            defs, lines = nn_modules.definitions()
-            g = Globals(nn_modules.namespace())
-            return self.call_helper(node, defs[name], g, "<adapter>", lines, args, kwargs, adapter=True)
         callee = self.callee_def(fn)
         if callee is not None:
             return self.call_user(node, callee, args, kwargs)
@@ -421,8 +417,8 @@ class CallCompiler:
                     answers = {ir.HELD_BY[kind] in kinds[want], False}
                 elif kind == Kind.NUMBER:
                     answers = {k in kinds[want] for k in (Kind.INT, Kind.FLOAT, Kind.BOOL)}
-                elif isinstance(v, ir.Var) and v.name in self.param_vars:
-                    answers = {want in (list, tuple), False}
+                elif isinstance(v, ir.Var) and v.name in self.param_vars:  # a list or a tuple, as passed
+                    answers = {issubclass(list, want), issubclass(tuple, want)}
                 else:
                     answers = {kind in kinds[want]}
                 if len(answers) > 1:
@@ -487,6 +483,15 @@ class CallCompiler:
             return self.extreme(node, fn, (node, StaticIteration(tuple(args)), []))
         raise self.error(node, f"{fn.__name__}() with these arguments is not supported in a region")
 
+    _OPTIONAL_SCALARS = {Kind.INT: "optional_int", Kind.FLOAT: "optional_float", Kind.BOOL: "optional_bool"}
+
+    def optional_scalar(self, value: Any) -> Any:
+        """A number-or-None attribute (``self.eps``) passed to an op: one optional value, as ATen's `float?` takes."""
+        if isinstance(value, OptionalScalar) and getattr(value.value, "kind", None) in self._OPTIONAL_SCALARS:
+            kind = value.value.kind
+            return self.intrinsic(self._OPTIONAL_SCALARS[kind], ir.OPTIONAL_OF[kind], value.none, value.value)
+        return value
+
     def call_op(
         self,
         node: ast.AST,
@@ -496,6 +501,8 @@ class CallCompiler:
         method: bool = False,
         display: str | None = None,
     ) -> Any:
+        args = [self.optional_scalar(a) for a in args]
+        kwargs = {k: self.optional_scalar(v) for k, v in kwargs.items()}
         overload, bound = ops.resolve(spec, args, kwargs, method=method, display=display or spec.aten)
         kinds = ops.result_kinds(overload)
         if kinds is None:

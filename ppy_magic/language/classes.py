@@ -279,7 +279,8 @@ class Classes:
                 defs, lines = nn_modules.definitions()
                 g = Globals(nn_modules.namespace())
                 model.methods["forward"] = Method(defs[forward], g, "<adapter>", lines, adapter=True)
-            model.methods.update({k: m for k, m in _torch_methods(cls, self.g.reach).items() if k not in model.methods})
+            own = _torch_methods(cls, self.g.reach, with_forward=forward is None)  # torch's source
+            model.methods.update({k: m for k, m in own.items() if k not in model.methods})
             return model
         if cls.__module__.startswith("torch.") and not torch_source.holds_class(cls):
             model.problem = f"{cls.__module__}.{cls.__name__} is not compiled from torch's source"
@@ -401,9 +402,9 @@ def _class_in_module_file(cls: type) -> tuple[ast.ClassDef, str, list[str]] | No
     return node, filename, lines
 
 
-def _torch_methods(cls: type, reach: frozenset[str]) -> dict[str, Method]:
-    """The plain methods a torch.nn class's forward calls on self (``Conv1d._conv_forward``), from torch's
-    source (its forward is compiled from source too, with the restatement to fall back on: modules.py)."""
+def _torch_methods(cls: type, reach: frozenset[str], with_forward: bool) -> dict[str, Method]:
+    """The plain methods of a torch.nn class (``Conv1d._conv_forward``), from torch's source; its forward
+    too `with_forward` (where nothing restates it: else the restatement is its fallback, modules.py)."""
     from .namespace import library_globals
 
     out: dict[str, Method] = {}
@@ -411,7 +412,9 @@ def _torch_methods(cls: type, reach: frozenset[str]) -> dict[str, Method]:
         if klass is nn.Module:  # its own methods (parameters(), state_dict(), ...) are no forward's helpers
             break
         for name, fn in vars(klass).items():
-            if name in out or name == "forward" or name.startswith("__") or not torch_source.holds_method(fn):
+            if name in out or (name == "forward" and not with_forward) or name.startswith("__"):
+                continue
+            if not torch_source.holds_method(fn):
                 continue
             found = source.definition(fn)
             if found is not None:

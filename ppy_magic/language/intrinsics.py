@@ -39,6 +39,9 @@ INTRINSICS: dict[str, str] = {
     "is_none": "x is None, for a Tensor-or-None",
     "is_not_none": "x is not None, for a Tensor-or-None",
     "unwrap_optional": "the tensor in a Tensor-or-None known to hold one",
+    "optional_int": "an int-or-None from its is-None flag and its value (an attribute's, for an `int?` argument)",
+    "optional_float": "a float-or-None from its is-None flag and its value, likewise",
+    "optional_bool": "a bool-or-None from its is-None flag and its value, likewise",
     # sequences (of ints, or of tensors)
     "seq_len": "len(s)",
     "seq_item": "s[i], 0 <= i < len(s) known to hold",

@@ -284,11 +284,4 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return torch.layer_norm(input, normalized_shape, weight, bias, eps, CUDNN_ENABLED)
 
 
-@adapts(
-    F.rms_norm, because="eps=None reaches torch.rms_norm as an optional float, which no overload a region calls takes"
-)
-def rms_norm(input, normalized_shape, weight=None, eps=None):
-    return torch.rms_norm(input, normalized_shape, weight, eps)
-
-
 # ---- distances, folding ------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from .values import (
     UNBOUND,
     Closure,
     MaybeBound,
+    ModuleValue,
     OptionalScalar,
     StarredRest,
     Static,
@@ -109,8 +110,14 @@ class StatementCompiler:
 
     def _is_procedure(self, call: ast.Call) -> bool:
         """A call made for what it does: warnings.warn, another @ppy.opt function, an adapter or its helper,
-        one of torch's functions (``_verify_batch_size``: its only effect is what its own compiled body does)."""
+        one of torch's functions (``_verify_batch_size``: its only effect is what its own compiled body does),
+        a compiled method of a module or object the region holds (``self._check_input_dim(input)``)."""
         f = call.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):  # `self._check_input_dim(x)`
+            obj = self.locals.get(f.value.id)
+            if isinstance(obj, ModuleValue) and obj.mtype.cls is not None:
+                model = self.classes.model(obj.mtype.cls)
+                return not model.problem and f.attr in model.methods and f.attr not in model.attrs
         if isinstance(f, ast.Name) and f.id in self.locals:
             return False
         if isinstance(f, ast.Name) and f.id in self.g.functions:

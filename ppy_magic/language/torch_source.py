@@ -67,7 +67,8 @@ def where(fn: Any) -> str:
 
 def is_torch_namespace(namespace: dict) -> bool:
     """Whether a module's globals are one of those modules' (its names are torch's, not the user's)."""
-    return namespace.get("__name__") in _NAMESPACES
+    name = namespace.get("__name__")
+    return name in _NAMESPACES or (isinstance(name, str) and name.startswith("torch.nn.modules."))
 
 
 def gave_way(fn: Any, reason: str) -> None:
