@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from ppy_magic.language import coverage, torch_source
+    from ppy_magic.torchlib import coverage, torch_source
 
     torch.set_num_threads(1)
     tables = [

@@ -11,10 +11,10 @@ from .annotate import annotate
 from .artifact import PpyArtifactWarning
 from .backend.cache import toolchain_ready
 from .errors import BuildError, CompileError, PpyError
-from .language.coverage import functional_coverage
-from .language.ops import supported_ops
 from .library import compile, explain
 from .region import PpyFallbackWarning
+from .torchlib.coverage import functional_coverage
+from .torchlib.ops import supported_ops
 from .variants import wait
 from .version import __version__
 

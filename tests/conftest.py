@@ -55,14 +55,14 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     """With PPY_TORCH_SOURCE_REPORT=FILE, each process appends how its regions took torch's functions:
-    from torch's source, or by the adapter and why (language/torch_source.py). Read across a whole
+    from torch's source, or by the adapter and why (torchlib/torch_source.py). Read across a whole
     run it says which restatements no test needed."""
     path = os.environ.get("PPY_TORCH_SOURCE_REPORT")
     if not path:
         return
     import json
 
-    from ppy_magic.language import torch_source
+    from ppy_magic.torchlib import torch_source
 
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps({"compiled": sorted(torch_source.compiled), "fallbacks": torch_source.fallbacks}) + "\n")

@@ -153,7 +153,7 @@ def test_the_prelude_holds_what_cells_include_and_the_op_headers_of_the_table():
     ):
         assert header in text
     from ppy_magic.backend import cpp
-    from ppy_magic.language import ops
+    from ppy_magic.torchlib import ops
 
     table = {cpp.op_header(ov) for spec in ops.all_specs() for ov in spec.candidates()}
     assert len(table) > 500 and table <= set(prelude.op_headers())  # every op of the table is precompiled

@@ -24,7 +24,7 @@ from ppy_magic.errors import CompileError
 from ppy_magic.language import frontend, ir, values
 from ppy_magic.language.ir import Kind
 from ppy_magic.language.namespace import collect_globals
-from ppy_magic.language.schemas import overloads
+from ppy_magic.torchlib.schemas import overloads
 
 PACKAGE = Path(ppy_magic.__file__).parent
 CPP_TOKENS = re.compile(r"\b(at|c10|std|torch|ppy)::|(?<![\w:])::std::")

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import ppy_magic
-from ppy_magic.language import coverage, torch_source
+from ppy_magic.torchlib import coverage, torch_source
 from tests.support import functional_probes as fp
 from tests.support.batch import python_outcome
 from tests.support.cells import compile_cell, is_region
@@ -95,7 +95,7 @@ def test_every_public_function_has_a_probe():
 
 
 def test_every_adapter_name_is_unique_and_registered():
-    from ppy_magic.language import adapters
+    from ppy_magic.torchlib import adapters
 
     defs, _ = adapters.definitions()
     for _target, name in adapters.FUNCTIONS.values():
@@ -129,7 +129,7 @@ def test_what_the_table_says_compiles_from_torchs_source_does(compiled_probes):
 
 
 def test_every_restatement_says_why_torchs_source_is_not_enough():
-    from ppy_magic.language import adapters
+    from ppy_magic.torchlib import adapters
 
     restated = [name for target, name in adapters.FUNCTIONS.values() if torch_source.holds(target)]
     assert restated and all(adapters.RESTATED[name] for name in restated), adapters.RESTATED

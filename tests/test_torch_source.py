@@ -1,4 +1,4 @@
-"""torch's own Python-level functions compiled from the installed torch's source (``language/torch_source.py``).
+"""torch's own Python-level functions compiled from the installed torch's source (``torchlib/torch_source.py``).
 
 A call of ``F.cross_entropy`` in a region compiles torch's ``cross_entropy`` and the helpers it calls
 (``_Reduction.get_enum``), not a restatement of it; where torch's source does not compile for a call
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import ppy_magic
-from ppy_magic.language import torch_source
+from ppy_magic.torchlib import torch_source
 from tests.support.cells import compile_cell, is_region
 from tests.support.eager import compare_call
 from tests.support.outcomes import MATCH

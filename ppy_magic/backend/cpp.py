@@ -23,7 +23,7 @@ import torch
 
 from ..language import ir
 from ..language.ir import Kind
-from ..language.schemas import Overload, header_name
+from ..torchlib.schemas import Overload, header_name
 
 # ---- types -----------------------------------------------------------------------------------
 

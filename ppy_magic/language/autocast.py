@@ -30,7 +30,8 @@ from typing import Any
 
 import torch
 
-from . import ir, ops
+from ..torchlib import ops
+from . import ir
 from .ir import Kind
 
 AUTOCAST = torch.amp.autocast_mode.autocast  # torch.autocast and torch.amp.autocast

@@ -12,7 +12,8 @@ import types
 from typing import Any
 
 from ..errors import CompileError
-from . import adapters, ir, param_kinds, source, torch_source
+from ..torchlib import adapters, torch_source
+from . import ir, param_kinds, source
 from .ir import Kind
 from .module_plan import METHOD, Slot
 from .namespace import Globals, closure_globals, collect_globals, function_key, library_globals

@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from . import adapters, einops_forms, ir, ops, torch_source
+from ..torchlib import adapters, ops, torch_source
+from . import einops_forms, ir
 from .consumers import CONSUMERS
 from .ir import Kind
 from .iteration import StaticIteration

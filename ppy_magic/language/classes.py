@@ -30,7 +30,8 @@ from typing import Any
 
 from torch import nn
 
-from . import source, torch_source
+from ..torchlib import torch_source
+from . import source
 from .attr_types import (
     NONE,
     AttrType,
@@ -252,7 +253,7 @@ class Classes:
 
     # -- a class that exists now (torch.nn, an earlier cell) -----------------------------------------
     def _model_of_object(self, ref: ClassRef) -> ClassModel:
-        from . import nn_modules
+        from ..torchlib import nn_modules
 
         cls = ref.obj
         model = ClassModel(ref, module=is_module_class(cls))

@@ -11,7 +11,8 @@ import ast
 import enum
 from typing import Any
 
-from . import ir, ops
+from ..torchlib import ops
+from . import ir
 from .expressions import NUMBERS
 from .ir import Kind
 from .values import (

@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from . import ir, ops
+from ..torchlib import ops
+from . import ir
 from .ir import Kind
 
 NONE = ir.Const(None, Kind.NONE)

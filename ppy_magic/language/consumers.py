@@ -12,7 +12,8 @@ import dataclasses
 import sys
 from typing import Any
 
-from . import ir, ops
+from ..torchlib import ops
+from . import ir
 from .ir import Kind
 from .iteration import SequenceIteration, StaticIteration
 from .values import Static

@@ -13,7 +13,8 @@ import ast
 import builtins
 from typing import Any
 
-from . import ir, ops, torch_source
+from ..torchlib import ops, torch_source
+from . import ir
 from .ir import Kind
 from .modules import dotted
 from .values import (

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CompileError, Location, debug
-from . import ir, ops, param_kinds, source
+from ..torchlib import ops
+from . import ir, param_kinds, source
 from .autocast import AutocastCompiler
 from .callees import CalleeCompiler
 from .calls import CallCompiler

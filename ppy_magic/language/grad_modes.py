@@ -18,7 +18,8 @@ import ast
 
 import torch
 
-from . import ir, ops
+from ..torchlib import ops
+from . import ir
 from .autocast import is_autocast
 from .ir import Kind
 from .namespace import static_value

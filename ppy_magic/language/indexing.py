@@ -11,7 +11,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from . import ir, ops
+from ..torchlib import ops
+from . import ir
 from .ir import Kind
 from .namespace import static_value
 from .values import KwArgs, ModuleValue, SliceValue, Static

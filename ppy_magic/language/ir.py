@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from ..torchlib.schemas import Overload
 from .intrinsics import INTRINSICS as INTRINSICS  # the tables, re-exported: ir.INTRINSICS
 from .intrinsics import TENSOR_FLAGS as TENSOR_FLAGS
-from .schemas import Overload
 
 
 class Kind(str, Enum):

@@ -14,7 +14,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from . import ir, ops
+from ..torchlib import ops
+from . import ir
 from .ir import Kind
 from .namespace import static_value
 from .values import ModuleValue

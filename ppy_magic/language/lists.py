@@ -22,7 +22,8 @@ import ast
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from . import ir, ops
+from ..torchlib import ops
+from . import ir
 from .ir import Kind
 from .iteration import Iteration, StaticIteration
 

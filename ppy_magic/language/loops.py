@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import ir, ops
+from ..torchlib import ops
+from . import ir
 from .ir import Kind
 from .iteration import Iteration, RangeIteration, SequenceIteration, StaticIteration
 from .namespace import static_value

@@ -20,7 +20,8 @@ import ast
 from typing import Any
 
 from ..errors import CompileError
-from . import call_values, einops_forms, ir, nn_modules, ops, torch_source
+from ..torchlib import nn_modules, ops, torch_source
+from . import call_values, einops_forms, ir
 from .attr_types import NONE, ModType, ParamObject, Scalar, Union, Unknown
 from .ir import Kind
 from .iteration import RangeIteration, StaticIteration

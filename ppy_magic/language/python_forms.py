@@ -16,7 +16,8 @@ import re
 import string
 from typing import Any
 
-from . import ir, ops
+from ..torchlib import ops
+from . import ir
 from .ir import Kind
 
 # printf-style conversions: %[(key)][flags][width][.precision][length]type

@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-from . import ir, ops
+from ..torchlib import ops
+from . import ir
 from .ir import Kind
 from .values import RAISABLE_ERRORS, Static, constant
 

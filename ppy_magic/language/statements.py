@@ -14,7 +14,8 @@ import sys
 import warnings
 from typing import Any
 
-from . import adapters, ir, ops, torch_source
+from ..torchlib import adapters, ops, torch_source
+from . import ir
 from .calls import TORCH_CHECKS
 from .ir import Kind
 from .lists import LIST_METHODS, RuntimeListNeeded

@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
-from . import ir
-from .ir import Kind
+from ..language import ir
+from ..language.ir import Kind
+from ..language.values import KwArgs
 from .schemas import Overload, SchemaArg, overloads
-from .values import KwArgs
 
 # PyTorch's Python argument parser lets a Python number stand for a Tensor
 # argument only for these ops (python_arg_parser.cpp), and their `.Scalar`
