@@ -1,7 +1,7 @@
 """The adapters' registry: which Python callables and Tensor methods have an adapter, and their sources.
 
-Adapter modules (``nn_functional.py``, ``nn_pooling.py``, ``nn_losses.py``,
-``nn_attention.py``, ``torch_functional.py``) register their functions with
+Adapter modules (``nn_functional.py``, ``nn_pooling.py``, ``nn_resampling.py``,
+``nn_losses.py``, ``torch_functional.py``) register their functions with
 ``@adapts(target, ...)`` and the helpers they call by name with ``@helper``;
 ``adapters.py`` imports them all, so that looking an adapter up there finds it.
 """

@@ -1,28 +1,24 @@
-"""Adapters: Python-level torch wrappers, reproduced in the region language.
+"""Adapters: the few Python-level torch functions still restated in the region language.
 
-Some public torch functions are Python code with logic of their own around an
-ATen call (``F.softmax`` picks an overload by ``dtype``; ``Tensor.split`` picks
-``split`` or ``split_with_sizes``; ``F.cross_entropy`` maps its reduction string
-to an enum). Each adapter restates that logic, written in the same language
-regions are written in, and the front end compiles it like any other callee,
-specialised to the call site: branches on constant arguments vanish at compile
-time. ``unsupported(...)`` marks a path the region will not take (the function
-then stays Python, with that reason). Each adapter is checked against eager by
-the differential tests.
+torch's Python-level functions compile from the installed torch's own source (``torch_source``).
+Where that source does not compile for a call, an adapter registered for the function restates it,
+written in the same language regions are written in, and the front end compiles it like any other
+callee, specialised to the call site. Each says why it exists (``@adapts(..., because=...)``, shown
+by ``functional_coverage()``); ``unsupported(...)`` marks a path the region will not take (the
+function then stays Python, with that reason). The Tensor methods of ``torch/_tensor.py`` and the
+dtype shortcuts (``x.float()``) are restated here too (``methods=``). Each adapter is checked
+against eager by the differential tests.
 
-This module is the front end's view of them: the registry
-(``adapter_registry.py``) with every adapter module imported, so each has
-registered. ``nn_functional.py``, ``nn_activations.py``, ``nn_pooling.py``,
-``nn_resampling.py``, ``nn_losses.py`` and ``nn_attention.py`` restate
-``torch.nn.functional``; ``torch_functional.py``
-the wrappers of ``torch/functional.py`` and ``torch/_tensor.py``. Adapter
-functions are registered with ``@adapts(target, ...)``; shared helpers they
-call by name with ``@helper``.
+This module is the front end's view of them: the registry (``adapter_registry.py``) with every
+adapter module imported, so each has registered. ``nn_functional.py``, ``nn_pooling.py``,
+``nn_resampling.py`` and ``nn_losses.py`` restate functions of ``torch.nn.functional``;
+``torch_functional.py`` those of ``torch/functional.py`` and ``torch/_tensor.py``. Helpers they call
+by name are registered with ``@helper``.
 """
 
 from __future__ import annotations
 
-from . import nn_activations, nn_attention, nn_functional, nn_losses, nn_pooling, nn_resampling, torch_functional
+from . import nn_functional, nn_losses, nn_pooling, nn_resampling, torch_functional
 from .adapter_registry import (
     CUDNN_ENABLED,
     DETERMINISTIC,
@@ -41,7 +37,7 @@ from .adapter_registry import (
 )
 
 # The modules whose import registered their adapters.
-ADAPTER_MODULES = (nn_functional, nn_activations, nn_pooling, nn_resampling, nn_losses, nn_attention, torch_functional)
+ADAPTER_MODULES = (nn_functional, nn_pooling, nn_resampling, nn_losses, torch_functional)
 
 __all__ = [
     "ADAPTER_MODULES",

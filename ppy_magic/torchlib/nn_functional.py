@@ -1,22 +1,15 @@
-"""``torch.nn.functional``, restated in the region language.
+"""``torch.nn.functional`` functions still restated in the region language, and the helpers they share.
 
-Each adapter follows the installed torch's own ``torch/nn/functional.py`` line
-by line (the ``has_torch_function`` checks left out: a region's guard already
-sends tensor subclasses and TorchFunctionModes to the Python body), so that
-the ATen calls, their order and the errors are eager's; the differential
-tests (OpInfo, the model suites) compare each with eager, so a change in a new
-torch version shows up there. Functions of ``F`` that are PyTorch's generated
-bindings (``F.conv2d`` is ``torch.conv2d``) need no adapter: the op table maps
-them. ``coverage.py`` lists every public name and how it is compiled.
+Each adapter follows the installed torch's own ``torch/nn/functional.py`` line by line (the
+``has_torch_function`` checks left out: a region's guard already sends tensor subclasses and
+TorchFunctionModes to the Python body), so that the ATen calls, their order and the errors are
+eager's; it is taken only where torch's own source does not compile for a call, and says why
+(``because=``). The differential tests (OpInfo, the model suites) compare each with eager.
+``nn_pooling.py`` holds the pooling ones, ``nn_resampling.py`` resampling and padding,
+``nn_losses.py`` the losses. ``UNSUPPORTED``: public functions neither compiles.
 
-This module holds the shared helpers (``torch.nn.modules.utils``,
-``torch.nn._reduction``), dropout, embeddings and normalisation;
-``nn_activations.py`` the activations and softmaxes, ``nn_pooling.py`` the
-pooling, ``nn_resampling.py`` resampling and padding, ``nn_losses.py`` the
-losses.
-
-Paths a region cannot take exactly say so with ``unsupported(...)``; the
-calling function then stays Python with that reason.
+Paths a region cannot take exactly say so with ``unsupported(...)``; the calling function then
+stays Python with that reason.
 """
 
 from __future__ import annotations
@@ -44,28 +37,6 @@ NOT_FUNCTIONAL += ("has_torch_function_variadic", "boolean_dispatch")
 
 
 # ---- shared helpers (torch.nn.modules.utils, torch.nn._reduction) -------------------------------------------
-
-
-@helper
-def _single(x):
-    # _ntuple(1): an iterable becomes a tuple, anything else is repeated
-    if isinstance(x, tuple) or isinstance(x, list) or not _is_number(x):
-        return x
-    return (x,)
-
-
-@helper
-def _pair(x):
-    if isinstance(x, tuple) or isinstance(x, list) or not _is_number(x):
-        return x
-    return (x, x)
-
-
-@helper
-def _triple(x):
-    if isinstance(x, tuple) or isinstance(x, list) or not _is_number(x):
-        return x
-    return (x, x, x)
 
 
 @helper
@@ -134,12 +105,6 @@ def _reduction_or_legacy(size_average, reduce, reduction):
 
 
 @helper
-def _check_p(p):
-    if p < 0.0 or p > 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-
-
-@helper
 def _list_text(seq):
     # str(list(seq)) of a run-time sequence of ints
     text = ""
@@ -148,45 +113,7 @@ def _list_text(seq):
     return f"[{text}]"
 
 
-@helper
-def _verify_batch_size(size, as_list):
-    # F._verify_batch_size; `as_list`: the caller built a list, which prints as one (not as a torch.Size)
-    size_prods = size[0]
-    for i in range(len(size) - 2):
-        size_prods = size_prods * size[i + 2]
-    if size_prods == 1:
-        shown = _list_text(size) if as_list else f"{size}"
-        raise ValueError(f"Expected more than 1 value per channel when training, got input size {shown}")
-
-
-@helper
-def _verify_spatial_size(size):
-    size_prods = 1
-    for i in range(2, len(size)):
-        size_prods = size_prods * size[i]
-    if size_prods == 1:
-        raise ValueError(f"Expected more than 1 spatial element when training, got input size {size}")
-
-
-@helper
-def _warn_if_sizes_differ(target, input):
-    if target.size() != input.size():
-        warnings.warn(
-            f"Using a target size ({target.size()}) that is different to the input size ({input.size()}). "
-            "This will likely lead to incorrect results due to broadcasting. "
-            "Please ensure they have the same size.",
-            stacklevel=2,
-        )
-
-
 # ---- dropout -----------------------------------------------------------------------------------------------
-
-
-@helper
-def _feature_dropout(input, p, training, inplace):
-    if inplace:
-        return _VF.feature_dropout_(input, p, training)
-    return _VF.feature_dropout(input, p, training)
 
 
 # ---- embeddings --------------------------------------------------------------------------------------------

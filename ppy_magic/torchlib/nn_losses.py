@@ -1,8 +1,8 @@
-"""``torch.nn.functional``'s losses, restated in the region language.
+"""``torch.nn.functional``'s losses still restated in the region language.
 
-Every loss with its ``reduction``, ``weight``, ``ignore_index``, ``label_smoothing``
-as eager has them; the deprecated ``size_average=``/``reduce=`` arguments warn in
-eager and stay Python here. The rules are those of ``nn_functional.py``.
+Each taken only where torch's own source does not compile for a call (its ``because=`` says where),
+with its ``reduction``, ``weight`` and ``ignore_index`` as eager has them. The rules are those of
+``nn_functional.py``.
 """
 
 from __future__ import annotations
@@ -126,19 +126,6 @@ def _ones_like_sizes(sizes, n):
     for _i in range(n):
         out = out + (1,)
     return out
-
-
-@helper
-def _weighted_reduction(weighted, weight, reduction, by_weight):
-    if reduction == "none":
-        return weighted
-    elif reduction == "sum":
-        return torch.sum(weighted)
-    elif reduction == "mean":
-        if by_weight:
-            return torch.sum(weighted) / torch.sum(weight)
-        return weighted.mean()
-    raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', 'sum'.")
 
 
 @helper

@@ -1,12 +1,10 @@
-"""``torch.nn.functional``'s resampling (interpolate, upsample, grid_sample, affine_grid) and padding,
-restated in the region language.
+"""``torch.nn.functional``'s ``interpolate`` and ``pad``, still restated in the region language.
 
-As ``nn_functional.py`` (whose module docstring says how adapters follow torch's source).
+Each taken only where torch's own source does not compile for a call (its ``because=`` says where).
+The rules are those of ``nn_functional.py``.
 """
 
 from __future__ import annotations
-
-import warnings
 
 import torch
 import torch.nn.functional as F
@@ -192,27 +190,6 @@ def interpolate(
         f" (got {input.dim()}D) for the modes: nearest | linear | bilinear | bicubic | trilinear | lanczos | area"
         f" | nearest-exact (got {mode})"
     )
-
-
-@helper
-def _warn_align_corners_default():
-    warnings.warn(
-        "Default grid_sample and affine_grid behavior has changed "
-        "to align_corners=False since 1.3.0. Please specify "
-        "align_corners=True if the old behavior is desired. "
-        "See the documentation of grid_sample for details.",
-        stacklevel=2,
-    )
-
-
-@helper
-def _min_of(sizes):
-    # min() of a non-empty sequence of ints
-    m = sizes[0]
-    for i in range(1, len(sizes)):
-        if sizes[i] < m:
-            m = sizes[i]
-    return m
 
 
 @adapts(F.pad, because="its source imports a module on a CUDA-only branch (importlib.import_module)")

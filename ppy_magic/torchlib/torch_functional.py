@@ -75,15 +75,6 @@ def meshgrid(*tensors, indexing=None):
     return _VF.meshgrid(tensors, indexing=indexing)
 
 
-@helper
-def _ones(t, n):
-    # [1] * n, for a count known at run time
-    out = t.size()[:0]  # an empty run-time sequence of ints ([] is a tuple known when compiled)
-    for _i in range(n):
-        out = out + (1,)
-    return out
-
-
 @adapts(torch.Tensor.stft, methods=("stft",))
 def tensor_stft(
     self,
@@ -191,13 +182,6 @@ def _range_list(t, start, stop):
     for i in range(start, stop):
         out = out + (i,)
     return out
-
-
-@helper
-def _atleast_args(tensors):
-    if len(tensors) == 1:
-        return tensors[0]
-    return tensors
 
 
 @adapts(torch.norm, because="its source compares an optional value with a constant")
