@@ -1,7 +1,8 @@
 """Coverage of ``torch.nn.functional`` and ``torch.functional``: every public function, compiled or not, and why.
 
 Generated from the installed torch: the static table (``ppy_magic.functional_coverage()``:
-a generated binding, an adapter, or Python with the reason) checked by compiling the
+a generated binding, torch's own source (with a restatement kept where it says so), or Python
+with the reason) checked by compiling the
 probes of tests/support/functional_probes.py (one cell, one build) and comparing each probe
 with eager, gradients included. A name counts when it has a probe, every probe of it
 compiled and every call matched eager. The README quotes the last lines.
@@ -35,6 +36,14 @@ def run_probes() -> dict[str, list[tuple[str, str]]]:
             outcome = compare_call(f, args, kwargs) if is_region(f) else python_outcome(f, report)
             results.setdefault(name, []).append(outcome)
     return results
+
+
+def _function(name: str) -> object:
+    """`F.relu` -> torch.nn.functional.relu, `torch.split` -> torch.functional.split."""
+    import torch
+
+    module, attr = name.split(".", 1)
+    return getattr(torch.nn.functional if module == "F" else torch, attr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,17 +85,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{e.name.ljust(width)}  {e.status:8}  {check[:160]}")
             if e.status == coverage.PYTHON:
                 print(f"{''.ljust(width)}  {'':8}  why: {e.detail}")
-            how = torch_source.how_compiled(e.name) if e.status == coverage.ADAPTER else None
-            if how is not None:
-                print(f"{''.ljust(width)}  {'':8}  from {how[:150]}")
-                from_source += how.startswith("torch's source")
-                source_only += how == "torch's source"
-        adapted = sum(e.status == coverage.ADAPTER for e in entries)
+            if e.status == coverage.SOURCE:
+                print(f"{''.ljust(width)}  {'':8}  {e.detail[:160]}")
+                how = torch_source.how_compiled(torch_source.name_of(_function(e.name)))
+                if how is not None:
+                    print(f"{''.ljust(width)}  {'':8}  ran {how[:150]}")
+                    from_source += how.startswith("torch's source")
+                    source_only += how == "torch's source"
+        sourced = sum(e.status == coverage.SOURCE for e in entries)
+        restated = sum(e.status == coverage.SOURCE and "; restated (" in e.detail for e in entries)
         print(f"{title}: {verified} of {len(entries)} public functions compile and match eager on every probe")
-        print(f"{title}: {coverage.summary(entries)} reachable from a region (bindings and adapters)")
+        print(f"{title}: {coverage.summary(entries)} reachable from a region (ATen bindings and torch's source)")
         print(
-            f"{title}: of {adapted} functions an adapter restates, {from_source} compiled from torch's own source "
-            f"({source_only} on every probe; the rest took the adapter where the source did not compile)\n"
+            f"{title}: {sourced} compile from torch's own source, {restated} of them with a restatement kept for "
+            f"calls their source does not take; on the probes, {from_source} ran torch's source "
+            f"({source_only} on every probe)\n"
         )
     return 1 if failed else 0
 
