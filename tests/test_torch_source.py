@@ -337,12 +337,17 @@ class Net(nn.Module):
         self.shuffle = nn.PixelShuffle(2)
         self.shrink = nn.Hardshrink(0.3)
         self.unflat = nn.Unflatten(1, (2, 8))
+        # a Sequential inside a Sequential: torch's one forward, on modules of two types (no recursion)
+        self.seq = nn.Sequential(nn.Linear(16, 16), nn.Sequential(nn.ReLU(), nn.Linear(16, 16)))
+        self.bn = nn.BatchNorm1d(16)  # _BatchNorm.forward calls self._check_input_dim(input) as a statement
+        self.rms = nn.RMSNorm(16)  # eps=None: an optional float to ATen's float?
+        self.up2 = nn.ConvTranspose2d(4, 2, 3, stride=2, output_padding=1)  # _single() of a list parameter
 
     @ppy.opt(3)
     def forward(self, x, v):
         h = self.conv(v).sum(2)
         h = self.shuffle(self.up(self.maxp(self.pool(h))))
-        return self.shrink(h), self.unflat(x)
+        return self.shrink(h), self.unflat(x), self.rms(self.bn(self.seq(x))), self.up2(self.conv(v).sum(2))
 """
 
 
@@ -357,15 +362,19 @@ def test_torch_nn_modules_nothing_restates_compile_from_torchs_source():
     assert why.startswith("at torch/nn/modules/conv.py:"), why  # a line of torch's file names that file
     net = ns["Net"]()
     x, v = torch.randn(3, 16, requires_grad=True), torch.randn(1, 2, 3, 8, 8)
+    twin = ns["Net"]()
+    twin.load_state_dict(net.state_dict())
     with variants.blocking():
-        for _ in range(3):
-            got, want = net(x, v), ns["Net"].forward.__wrapped__(net, x, v)
+        for training in (True, True, False):
+            net.train(training), twin.train(training)
+            got, want = net(x, v), ns["Net"].forward.__wrapped__(twin, x, v)
             assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+            assert torch.equal(net.bn.running_var, twin.bn.running_var)  # the running statistics too
     (gw,) = torch.autograd.grad(net(x, v)[0].sum(), (net.conv.weight,))
     (ew,) = torch.autograd.grad(ns["Net"].forward.__wrapped__(net, x, v)[0].sum(), (net.conv.weight,))
     assert torch.equal(gw, ew)
     text = str(ppy_magic.explain(net.forward))
-    assert "calls as region: 4; fallbacks to Python: 0" in text, text
+    assert "calls as region: 4; fallbacks to Python: 0" in text and "break" not in text, text
     line = next(ln for ln in text.splitlines() if "compiled from torch's own source" in ln)
     for name, file in [
         ("nn.Conv3d.forward", "conv"),
@@ -376,5 +385,10 @@ def test_torch_nn_modules_nothing_restates_compile_from_torchs_source():
         ("nn.PixelShuffle.forward", "pixelshuffle"),
         ("nn.Hardshrink.forward", "activation"),
         ("nn.Unflatten.forward", "flatten"),
+        ("nn.Sequential.forward", "container"),
+        ("nn._BatchNorm.forward", "batchnorm"),
+        ("nn.BatchNorm1d._check_input_dim", "batchnorm"),
+        ("nn.RMSNorm.forward", "normalization"),
+        ("nn.ConvTranspose2d.forward", "conv"),
     ]:
         assert f"{name} (torch/nn/modules/{file}.py:" in line, (name, line)
