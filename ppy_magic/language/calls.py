@@ -181,6 +181,11 @@ class CallCompiler:
         if name == "item" and not args and not kwargs:  # a Python number whose type the dtype decides
             return self.call_op(node, ops.OpSpec("item"), [t], {}, method=True, display="Tensor.item")
         adapter = adapters.METHODS.get(name)
+        python_method = getattr(torch.Tensor, name, None)
+        if torch_source.holds(python_method):  # Tensor.split, .unflatten, ...: torch/_tensor.py's source first
+            made = self.torch_source_call(node, python_method, [t] + args, kwargs, restated=adapter is not None)
+            if made is not NotImplemented:
+                return made
         if adapter is not None:
             return self.call_adapter(node, adapter, [t] + args, kwargs)
         spec = ops.method_spec(name)

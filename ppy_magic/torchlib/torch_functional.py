@@ -1,11 +1,9 @@
-"""The Python-level wrappers of ``torch/functional.py`` and ``torch/_tensor.py``, restated in the region language.
+"""``torch/functional.py`` and ``torch/_tensor.py`` functions still restated in the region language.
 
-``torch.split``, ``torch.einsum``, ``torch.norm``, ``torch.meshgrid``,
-``torch.unique``, ... are Python functions around
-``torch._C._VariableFunctions`` ops, and some ``Tensor`` methods
-(``Tensor.split``, ``Tensor.unflatten``, ``Tensor.stft``) are Python too. Each
-adapter follows the installed torch's source (the rules are in
-``nn_functional.py``).
+``torch.einsum``, ``torch.meshgrid`` and ``torch.norm`` where torch's own source does not compile for
+a call (each ``because=`` says where), ``Tensor.unflatten``, and the dtype shortcuts (``x.float()``,
+``x.to(...)``), which are C methods whose Python argument parsing a region restates. The rules are
+those of ``nn_functional.py``.
 """
 
 from __future__ import annotations
@@ -24,23 +22,6 @@ UNSUPPORTED = {
     "svd_lowrank": "random projections and iterations in Python (torch._lowrank)",
     "unravel_index": "builds its coefficients with itertools.accumulate over a Python sequence",
 }
-
-
-@adapts(
-    torch.split,
-    torch.Tensor.split,
-    methods=("split",),
-    because="Tensor.split (torch/_tensor.py) is a method, which regions take only restated",
-)
-def split(self, split_size, dim=0):
-    # Tensor.split (torch.split calls it)
-    if isinstance(split_size, torch.Tensor):
-        return unsupported(
-            "Tensor.split with a tensor of sizes reads its values (int(tensor)); pass an int or a list of ints"
-        )
-    if isinstance(split_size, int):
-        return _VF.split(self, split_size, dim)
-    return _VF.split_with_sizes(self, split_size, dim)
 
 
 @adapts(torch.einsum, because="its source asks isinstance() of a list of tensors, decided only by the value")
@@ -73,106 +54,6 @@ def meshgrid(*tensors, indexing=None):
     if indexing is None:
         return _VF.meshgrid(tensors)
     return _VF.meshgrid(tensors, indexing=indexing)
-
-
-@adapts(torch.Tensor.stft, methods=("stft",))
-def tensor_stft(
-    self,
-    n_fft,
-    hop_length=None,
-    win_length=None,
-    window=None,
-    center=True,
-    pad_mode="reflect",
-    normalized=False,
-    onesided=None,
-    return_complex=None,
-    align_to_window=None,
-):
-    return torch.stft(
-        self,
-        n_fft,
-        hop_length,
-        win_length,
-        window,
-        center,
-        pad_mode,
-        normalized,
-        onesided,
-        return_complex=return_complex,
-        align_to_window=align_to_window,
-    )
-
-
-@adapts(torch.Tensor.istft, methods=("istft",))
-def tensor_istft(
-    self,
-    n_fft,
-    hop_length=None,
-    win_length=None,
-    window=None,
-    center=True,
-    normalized=False,
-    onesided=None,
-    length=None,
-    return_complex=False,
-):
-    return torch.istft(
-        self,
-        n_fft,
-        hop_length,
-        win_length,
-        window,
-        center,
-        normalized,
-        onesided,
-        length,
-        return_complex=return_complex,
-    )
-
-
-@helper
-def _unique_impl(input, sorted, return_inverse, return_counts, dim):
-    if dim is not None:
-        return _VF.unique_dim(input, dim, sorted=sorted, return_inverse=return_inverse, return_counts=return_counts)
-    return torch._unique2(input, sorted=sorted, return_inverse=return_inverse, return_counts=return_counts)
-
-
-@adapts(
-    torch.unique,
-    torch.Tensor.unique,
-    methods=("unique",),
-    because="Tensor.unique (torch/_tensor.py) is a method, which regions take only restated",
-)
-def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
-    # torch.unique is a boolean_dispatch on return_inverse and return_counts: they must be known when compiled
-    output, inverse_indices, counts = _unique_impl(input, sorted, return_inverse, return_counts, dim)
-    if return_inverse and return_counts:
-        return output, inverse_indices, counts
-    if return_inverse:
-        return output, inverse_indices
-    if return_counts:
-        return output, counts
-    return output
-
-
-@adapts(
-    torch.unique_consecutive,
-    torch.Tensor.unique_consecutive,
-    methods=("unique_consecutive",),
-    because="Tensor.unique_consecutive (torch/_tensor.py) is a method, which regions take only restated",
-)
-def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
-    output, inverse_indices, counts = _VF.unique_consecutive(
-        input, return_inverse=return_inverse, return_counts=return_counts, dim=dim
-    )
-    if return_inverse and return_counts:
-        return output, inverse_indices, counts
-    if return_inverse:
-        return output, inverse_indices
-    if return_counts:
-        return output, counts
-    return output
 
 
 @helper
@@ -209,20 +90,7 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     return torch.linalg.vector_norm(input, _p, _dim, keepdim, dtype=dtype, out=out)
 
 
-@adapts(torch.Tensor.norm, methods=("norm",))
-def tensor_norm(self, p="fro", dim=None, keepdim=False, dtype=None):
-    return torch.norm(self, p, dim, keepdim, dtype=dtype)
-
-
-@adapts(torch.Tensor.lu, methods=("lu",))
-def tensor_lu(self, pivot=True, get_infos=False):
-    LU, pivots, infos = torch._lu_with_info(self, pivot=pivot, check_errors=(not get_infos))
-    if get_infos:
-        return LU, pivots, infos
-    return LU, pivots
-
-
-@adapts(torch.Tensor.unflatten, methods=("unflatten",))
+@adapts(torch.Tensor.unflatten, methods=("unflatten",), because="torch/_tensor.py's Tensor.unflatten calls super()")
 def unflatten(self, dim, sizes):
     if not sizes:
         raise RuntimeError("unflatten: sizes must be non-empty")

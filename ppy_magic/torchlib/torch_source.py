@@ -13,7 +13,9 @@ from __future__ import annotations
 import types
 from typing import Any
 
-MODULES = frozenset({"torch.nn.functional", "torch.functional", "torch.nn._reduction", "torch.nn.modules.utils"})
+MODULES = frozenset(
+    {"torch.nn.functional", "torch.functional", "torch.nn._reduction", "torch.nn.modules.utils", "torch._tensor"}
+)
 # Whose globals hold torch's names, not the user's: those modules, and the one boolean_dispatch's wrappers
 # (F.max_pool2d, ...) are defined in.
 _NAMESPACES = MODULES | {"torch._jit_internal"}
@@ -45,6 +47,8 @@ def name_of(fn: Any) -> str:
     """`F.max_pool2d`, `torch.norm`, `nn.Linear.forward`: the name a user calls it by (a dispatcher's is `<locals>`)."""
     if holds_method(fn):
         return f"nn.{fn.__qualname__}"
+    if fn.__module__ == "torch._tensor":  # Tensor.split
+        return fn.__qualname__
     module = {"torch.nn.functional": "F", "torch.functional": "torch"}.get(fn.__module__, fn.__module__)
     return f"{module}.{fn.__name__}"
 
