@@ -243,6 +243,9 @@ def supported_ops() -> list[str]:
         f"Tensor.{n}" for n in dir(torch._C.TensorBase) if not n.startswith("_") and method_spec(n) is not None
     )
     names.update(f"Tensor.{n}" for n in adapters.METHODS)
+    names.update(  # Tensor.split, Tensor.unique, ...: written in torch/_tensor.py, compiled from there
+        f"Tensor.{n}" for n, fn in vars(torch.Tensor).items() if not n.startswith("_") and torch_source.holds(fn)
+    )
     return sorted(names)
 
 
