@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import ppy_magic
 from ppy_magic.torchlib import torch_source
@@ -145,6 +146,15 @@ def settings(x):
 
 
 @ppy.opt(3)
+def norms(x, running_mean, running_var, w):
+    # torch's source passes torch.backends.cudnn.enabled on to aten::batch_norm and aten::layer_norm
+    out = F.batch_norm(x, running_mean, running_var) + F.layer_norm(x, (x.shape[-1],), w)
+    if torch.backends.cudnn.enabled and not torch.backends.cudnn.deterministic:
+        return out
+    return -out
+
+
+@ppy.opt(3)
 def checked(x, n: int):
     sizes = list(x.shape)
     scratch = x * 2
@@ -213,6 +223,35 @@ def test_the_process_settings_are_read_when_the_region_runs_not_when_it_compiles
     finally:
         torch.use_deterministic_algorithms(before)
     assert torch.equal(f(x), x * 2) and f.fallbacks == 0
+
+
+def test_torchs_backend_flags_are_read_when_the_region_runs(forms_cell):
+    """`torch.backends.cudnn.enabled = False` after the build reaches the region's aten::batch_norm and
+    aten::layer_norm (their last argument), as it reaches eager's; a frozen flag would pick cuDNN on a GPU."""
+    ns, _ = forms_cell
+    f = ns["norms"]
+    x, w = torch.randn(4, 3), torch.randn(3)
+    mean, var = torch.zeros(3), torch.ones(3)
+    want = F.batch_norm(x, mean, var) + F.layer_norm(x, (3,), w)
+
+    def flags_passed():
+        with torch.profiler.profile(record_shapes=True) as prof:
+            out = f(x, mean, var, w)
+        names = ("aten::batch_norm", "aten::layer_norm")
+        return out, [e.concrete_inputs[-1] for e in prof.events() if e.name in names]
+
+    assert is_region(f) and torch.equal(f(x, mean, var, w), want)
+    enabled, deterministic = torch.backends.cudnn.enabled, torch.backends.cudnn.deterministic
+    try:
+        for flag in (True, False, True):
+            torch.backends.cudnn.enabled = flag
+            out, passed = flags_passed()
+            assert passed == [flag, flag] and torch.equal(out, want if flag else -want)
+        torch.backends.cudnn.deterministic = True
+        assert torch.equal(f(x, mean, var, w), -want)
+    finally:
+        torch.backends.cudnn.enabled, torch.backends.cudnn.deterministic = enabled, deterministic
+    assert f.fallbacks == 0
 
 
 def test_del_unbinds_a_name_and_a_run_time_list_formats_as_python_formats_it(forms_cell):

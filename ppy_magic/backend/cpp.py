@@ -392,6 +392,9 @@ INTRINSICS: dict[str, Template] = {
     "inference_mode_enabled": "c10::InferenceMode::is_enabled()",
     "deterministic_algorithms": "at::globalContext().deterministicAlgorithms()",
     "deterministic_warn_only": "at::globalContext().deterministicAlgorithmsWarnOnly()",
+    "cudnn_enabled": "at::globalContext().userEnabledCuDNN()",
+    "cudnn_deterministic": "at::globalContext().deterministicCuDNN()",
+    "cudnn_benchmark": "at::globalContext().benchmarkCuDNN()",
     # grad mode
     "grad_mode_enter": "ppy::GradMode({0})",
     "grad_mode_exit": "{0}.exit()",

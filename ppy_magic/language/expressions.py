@@ -13,6 +13,8 @@ import ast
 import builtins
 from typing import Any
 
+import torch
+
 from ..torchlib import ops, torch_source
 from . import ir
 from .ir import Kind
@@ -46,6 +48,15 @@ NUMBER_BINOPS = {
     ast.Div: "number_truediv",
     ast.FloorDiv: "number_floordiv",
     ast.Mod: "number_mod",
+}
+
+
+# torch.backends flags torch's functions pass on (F.batch_norm, F.layer_norm: cudnn_enabled): the process's
+# settings, read when the region runs; a value frozen at compile time would outlive `cudnn.enabled = False`.
+SETTING_ATTRIBUTES = {
+    (id(torch.backends.cudnn), "enabled"): "cudnn_enabled",
+    (id(torch.backends.cudnn), "deterministic"): "cudnn_deterministic",
+    (id(torch.backends.cudnn), "benchmark"): "cudnn_benchmark",
 }
 
 
@@ -110,6 +121,9 @@ class ExpressionCompiler:
         if isinstance(base, ModuleValue):
             return self.module_attribute(node, base)
         if isinstance(base, Static):
+            setting = SETTING_ATTRIBUTES.get((id(base.value), node.attr))
+            if setting is not None:  # read when the region runs, as each call of Python reads it
+                return self.intrinsic(setting, Kind.BOOL)
             try:
                 attr = getattr(base.value, node.attr)
             except AttributeError:

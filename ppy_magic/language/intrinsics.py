@@ -206,6 +206,9 @@ INTRINSICS: dict[str, str] = {
     "inference_mode_enabled": "torch.is_inference_mode_enabled()",
     "deterministic_algorithms": "torch.are_deterministic_algorithms_enabled()",
     "deterministic_warn_only": "torch.is_deterministic_algorithms_warn_only_enabled()",
+    "cudnn_enabled": "torch.backends.cudnn.enabled",
+    "cudnn_deterministic": "torch.backends.cudnn.deterministic",
+    "cudnn_benchmark": "torch.backends.cudnn.benchmark",
     # grad mode
     "grad_mode_enter": "enter a block with grad mode set to the operand: a guard restoring the previous mode when "
     "the block is left by any path",

@@ -19,7 +19,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .adapter_registry import CUDNN_ENABLED, adapts, helper
+from .adapter_registry import adapts, helper
 
 _nn = torch._C._nn
 _VF = torch._C._VariableFunctions
@@ -208,7 +208,7 @@ def embedding_bag(
     F.layer_norm, because="an input that is a Tensor or None (a union) reaches torch.layer_norm, which takes a Tensor"
 )
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    return torch.layer_norm(input, normalized_shape, weight, bias, eps, CUDNN_ENABLED)
+    return torch.layer_norm(input, normalized_shape, weight, bias, eps, torch.backends.cudnn.enabled)
 
 
 # ---- distances, folding ------------------------------------------------------------------------------------
