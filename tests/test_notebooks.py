@@ -152,10 +152,18 @@ def output_text(nb: nbformat.NotebookNode) -> str:
     """Everything the notebook shows as text: streams, plain text, HTML, tracebacks."""
     parts = []
     for cell in nb.cells:
+        stream = None  # the stream the cell's last output wrote to
         for out in cell.get("outputs", []):
             if out.output_type == "stream":
-                parts.append(out.text)
-            elif out.output_type == "error":
+                # one print can arrive in pieces (the kernel flushes on a timer): shown as one text, joined so
+                if out.name == stream:
+                    parts[-1] += out.text
+                else:
+                    parts.append(out.text)
+                stream = out.name
+                continue
+            stream = None
+            if out.output_type == "error":
                 parts.append(f"{out.ename}: {out.evalue}\n" + "\n".join(out.traceback))
             else:
                 data = out.get("data", {})
