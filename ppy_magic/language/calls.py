@@ -97,6 +97,13 @@ SETTINGS = {
     torch.are_deterministic_algorithms_enabled: "deterministic_algorithms",
     torch.is_deterministic_algorithms_warn_only_enabled: "deterministic_warn_only",
 }
+# ... and the torch.backends flags they pass on (F.batch_norm, F.layer_norm: cudnn_enabled), read as attributes;
+# a value frozen at compile time would outlive `torch.backends.cudnn.enabled = False`.
+SETTING_ATTRIBUTES = {
+    (id(torch.backends.cudnn), "enabled"): "cudnn_enabled",
+    (id(torch.backends.cudnn), "deterministic"): "cudnn_deterministic",
+    (id(torch.backends.cudnn), "benchmark"): "cudnn_benchmark",
+}
 
 
 class CallCompiler:

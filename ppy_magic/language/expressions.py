@@ -13,10 +13,9 @@ import ast
 import builtins
 from typing import Any
 
-import torch
-
 from ..torchlib import ops, torch_source
 from . import ir
+from .calls import SETTING_ATTRIBUTES
 from .ir import Kind
 from .modules import dotted
 from .values import (
@@ -48,15 +47,6 @@ NUMBER_BINOPS = {
     ast.Div: "number_truediv",
     ast.FloorDiv: "number_floordiv",
     ast.Mod: "number_mod",
-}
-
-
-# torch.backends flags torch's functions pass on (F.batch_norm, F.layer_norm: cudnn_enabled): the process's
-# settings, read when the region runs; a value frozen at compile time would outlive `cudnn.enabled = False`.
-SETTING_ATTRIBUTES = {
-    (id(torch.backends.cudnn), "enabled"): "cudnn_enabled",
-    (id(torch.backends.cudnn), "deterministic"): "cudnn_deterministic",
-    (id(torch.backends.cudnn), "benchmark"): "cudnn_benchmark",
 }
 
 
