@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .library_models import DROPOUT, VOCAB, Inputs, LibraryModel, _gen, _ids, _lm_inputs, _quiet_transformers
+from .library_models import _SPECIAL, DROPOUT, VOCAB, Inputs, LibraryModel, _gen, _ids, _lm_inputs, _quiet_transformers
 
 
 def _encoder_inputs() -> Inputs:
@@ -28,7 +28,6 @@ def _image_inputs() -> Inputs:
     return (torch.randn(1, 3, 16, 16, generator=_gen()),), {}
 
 
-_TOKENS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
 _DECODER = {  # the Llama-shaped configs' keywords
     "hidden_size": 32,
     "intermediate_size": 64,
@@ -38,7 +37,7 @@ _DECODER = {  # the Llama-shaped configs' keywords
     "vocab_size": VOCAB,
     "max_position_embeddings": 16,
     "attn_implementation": "eager",
-    **_TOKENS,
+    **_SPECIAL,
 }
 _ENCODER = {
     "hidden_size": 32,
@@ -48,7 +47,7 @@ _ENCODER = {
     "vocab_size": VOCAB,
     "max_position_embeddings": 16,
 }
-_GPT = {"n_embd": 32, "n_layer": 2, "n_head": 2, "vocab_size": VOCAB, "n_positions": 16, **_TOKENS}
+_GPT = {"n_embd": 32, "n_layer": 2, "n_head": 2, "vocab_size": VOCAB, "n_positions": 16, **_SPECIAL}
 
 
 def _transformers(config: str, model: str, keywords: Mapping[str, Any]) -> Callable[[Mapping[str, float]], nn.Module]:
@@ -156,7 +155,7 @@ MORE_MODELS: tuple[LibraryModel, ...] = (
         "opt",
         "OPTConfig",
         "OPTForCausalLM",
-        {**_ENCODER, "ffn_dim": 64, "word_embed_proj_dim": 32, "attn_implementation": "eager", **_TOKENS},
+        {**_ENCODER, "ffn_dim": 64, "word_embed_proj_dim": 32, "attn_implementation": "eager", **_SPECIAL},
         dropout="dropout",
     ),
     _hf(
@@ -184,14 +183,14 @@ MORE_MODELS: tuple[LibraryModel, ...] = (
         "falcon",
         "FalconConfig",
         "FalconForCausalLM",
-        {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "vocab_size": VOCAB, **_TOKENS},
+        {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "vocab_size": VOCAB, **_SPECIAL},
         dropout="hidden_dropout",
     ),
     _hf(
         "bloom",
         "BloomConfig",
         "BloomForCausalLM",
-        {"hidden_size": 32, "n_layer": 2, "n_head": 2, "vocab_size": VOCAB, **_TOKENS},
+        {"hidden_size": 32, "n_layer": 2, "n_head": 2, "vocab_size": VOCAB, **_SPECIAL},
         dropout="hidden_dropout",
     ),
     _hf(
