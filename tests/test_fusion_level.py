@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 
 import pytest
 import torch
@@ -20,7 +21,7 @@ import torch.nn.functional as F
 import ppy_magic
 from ppy_magic.backend import fusion
 from tests.support import fusion as checks
-from tests.support.cells import compile_cell
+from tests.support.cells import compile_cell, headers_gcc_reads
 
 pytestmark = pytest.mark.skipif(not fusion.available(), reason="eager's kernels here are not AVX512's")
 
@@ -132,9 +133,13 @@ def masks(x, y):
 
 
 @pytest.fixture(scope="module")
-def ns():
-    namespace, _ = compile_cell(SOURCE, filename="<fusion-level>")
-    return namespace
+def compiled():
+    return compile_cell(SOURCE, filename="<fusion-level>")
+
+
+@pytest.fixture(scope="module")
+def ns(compiled):
+    return compiled[0]
 
 
 def _inputs(n: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -191,6 +196,24 @@ def _aten_ops(f, *args) -> set[str]:
     with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         f(*args)
     return {e.name for e in prof.events() if e.name.startswith("aten::")}
+
+
+def test_a_cell_with_chains_builds_against_the_fused_prelude(compiled):
+    """Its C++ starts with the fused prelude, whose PCH (built with fusion's flags) gcc really reads."""
+    from ppy_magic import backend
+    from ppy_magic.backend import prelude
+
+    _, report = compiled
+    includes = [ln for ln in report.cpp.splitlines() if ln.startswith("#include")]
+    assert includes[0] == prelude.FUSED_INCLUDE_LINE
+    fused = backend.shared_cache().prelude(fused=True)
+    assert fused.status().usable, fused.status()
+    assert fused.directory != backend.shared_cache().prelude().directory
+    assert f"! {fused.pch}" in headers_gcc_reads(report.module_name)  # "!": gcc used this PCH
+    # The cache keeps both preludes as this toolchain's (a prune by hand takes other toolchains' only).
+    current = {e.name for e in backend.shared_cache().scan() if e.kind == "prelude" and e.current}
+    assert os.path.basename(fused.directory) in current
+    assert "fused prelude (cells with fused chains): ready" in backend.shared_cache().info()
 
 
 def test_the_fused_pass_runs(ns):

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import BuildError, CacheError
-from . import eviction, fusion, prelude, safety, shipped
+from . import eviction, prelude, safety, shipped
 from .diagnostics import first_error
 from .disk import SUBDIRS, import_extension, make_private_dir, try_flock, verify_manifest
 from .disk import flock as _flock
@@ -43,6 +43,8 @@ from .toolchain import (
     CELL_CFLAGS,
     CFLAGS,
     EXT_SUFFIX,
+    FUSED_CFLAGS,
+    FUSED_LDFLAGS,
     RUNTIME_DIR,
     compiler_name,
     ninja_on_path,
@@ -300,34 +302,35 @@ class Cache:
             raise BuildError(f"cannot build C++ here: {status}. Run ppy_magic.toolchain_ready() to check again.")
         ninja_on_path(status.ninja)
         includes = [RUNTIME_DIR, *include_paths]
-        if fusion.INCLUDE_LINE in text:
-            return self._compile(name, text, [*CFLAGS, *fusion.CFLAGS], includes, list(fusion.LDFLAGS))
-        if prelude.INCLUDE_LINE not in text:
+        fused = prelude.FUSED_INCLUDE_LINE in text
+        if not fused and prelude.INCLUDE_LINE not in text:
             return self._compile(name, text, list(CFLAGS), includes)
-        pre = self.ready_prelude()
+        cflags = [*CELL_CFLAGS, *FUSED_CFLAGS] if fused else list(CELL_CFLAGS)
+        ldflags = list(FUSED_LDFLAGS) if fused else None
+        pre = self.ready_prelude(fused=fused)
         includes.append(pre.directory)
         try:
-            return self._compile(name, text, list(CELL_CFLAGS), includes)
+            return self._compile(name, text, cflags, includes, ldflags)
         except BuildError as err:
             rejected = prelude.rejection(err.log)
             if rejected is None:
                 raise
             reason, recurs = rejected
-            if pre.directory == self.prelude().directory:
-                with _flock(self._prelude_lock()):
+            if pre.directory == self.prelude(fused).directory:
+                with _flock(self._prelude_lock(fused)):
                     pre.mark_unusable("rejected", reason, permanent=recurs)
             else:  # the read-only cache's prelude: use our own header, as plain text
-                own = self.prelude()
+                own = self.prelude(fused)
                 try:
                     own.write_header()
                 except OSError as exc:
                     raise CacheWriteError(exc, "writing the prelude header", own.directory) from None
                 includes[-1] = own.directory
             self.notes.append(
-                f"the compiler rejected the precompiled prelude ({reason}); {name} is built "
-                "with plain includes" + ("" if recurs else "; the prelude is rebuilt next time")
+                f"the compiler rejected the precompiled {'fused ' if fused else ''}prelude ({reason}); {name} is "
+                "built with plain includes" + ("" if recurs else "; the prelude is rebuilt next time")
             )
-            return self._compile(name, text, list(CELL_CFLAGS), includes)
+            return self._compile(name, text, cflags, includes, ldflags)
 
     def _compile(
         self, name: str, text: str, cflags: list[str], includes: list[str], ldflags: list[str] | None = None
@@ -423,24 +426,25 @@ class Cache:
         self._record(self.base, "module", name)
 
     # the prelude
-    def prelude(self) -> prelude.Prelude:
-        return prelude.Prelude(os.path.join(self.base, "prelude", prelude_identity()))
+    def prelude(self, fused: bool = False) -> prelude.Prelude:
+        return prelude.Prelude(os.path.join(self.base, "prelude", prelude_identity(fused)), fused)
 
-    def _prelude_lock(self) -> str:
-        return self.lock_path("prelude-" + prelude_identity())
+    def _prelude_lock(self, fused: bool = False) -> str:
+        return self.lock_path("prelude-" + prelude_identity(fused))
 
-    def ready_prelude(self, *, force: bool = False) -> prelude.Prelude:
-        """The prelude for cell builds: its header written and, unless that cannot work, its PCH built.
+    def ready_prelude(self, *, force: bool = False, fused: bool = False) -> prelude.Prelude:
+        """The prelude for cell builds (`fused`: for cells with fused chains): its header written and,
+        unless that cannot work, its PCH built.
 
         ``force`` builds the PCH again, even one found unusable before.
         """
         self.ensure_dirs()
-        pre = self.prelude()
+        pre = self.prelude(fused)
         if self._read_through and not force and not pre.status().usable:
-            shared = prelude.Prelude(os.path.join(self._read_through, "prelude", prelude_identity()))
+            shared = prelude.Prelude(os.path.join(self._read_through, "prelude", prelude_identity(fused)), fused)
             if shared.status().usable:
                 return shared  # read-only, and complete: gcc only reads it
-        self._record(self.base, "prelude", prelude_identity())
+        self._record(self.base, "prelude", prelude_identity(fused))
         try:
             pre.write_header()
         except OSError as exc:
@@ -449,7 +453,7 @@ class Cache:
             with contextlib.suppress(OSError):
                 os.utime(pre.header)  # last used: what eviction orders by
             return pre
-        with _flock(self._prelude_lock()):
+        with _flock(self._prelude_lock(fused)):
             if force:
                 pre.mark_unusable("rebuilding", "", permanent=False)
                 pre.forget_verdict()
@@ -460,7 +464,8 @@ class Cache:
                 pre.mark_unusable("unsupported", f"{compiler} does not pick up a .gch by itself", permanent=True)
                 return pre
             try:
-                cxx, flags = prelude.ninja_compile_command(list(CELL_CFLAGS), [RUNTIME_DIR, pre.directory])
+                cflags = [*CELL_CFLAGS, *FUSED_CFLAGS] if fused else list(CELL_CFLAGS)
+                cxx, flags = prelude.ninja_compile_command(cflags, [RUNTIME_DIR, pre.directory])
             except Exception as exc:  # torch's private ninja writer changed shape
                 reason = f"cannot read torch's compile flags ({exc!r})"
                 pre.mark_unusable("failed", reason, permanent=True)
@@ -477,12 +482,13 @@ class Cache:
                     f"includes ({safety.advice_for(exc, pre.directory)})"
                 )
                 return pre
-            self.notes.append(f"built the precompiled prelude in {seconds:.1f} s (once per toolchain)")
+            what = "fused prelude (for cells with fused chains)" if fused else "prelude"
+            self.notes.append(f"built the precompiled {what} in {seconds:.1f} s (once per toolchain)")
         return pre
 
     # size, eviction, reporting and cleaning
     def scan(self) -> list[eviction.Entry]:
-        return eviction.scan(self.base, EXT_SUFFIX, prelude_identity())
+        return eviction.scan(self.base, EXT_SUFFIX, (prelude_identity(), prelude_identity(fused=True)))
 
     def eviction_plan(self, *, tidy: bool = False) -> list[eviction.Entry]:
         """What a prune would remove now (nothing a live process holds), first to last."""

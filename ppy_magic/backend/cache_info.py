@@ -30,9 +30,12 @@ def describe(cache: Any, listed: int = 12) -> str:  # a cache.Cache (which impor
         lines.append(f"  {file:<44} {_size(size):>9}  {kind:<7} {when}")
     if len(by_age) > listed:
         lines.append(f"  ... and {len(by_age) - listed} more")
-    current = cache.prelude()
+    current, fused = cache.prelude(), cache.prelude(fused=True)
     lines.append(f"prelude: {current.status().describe()}")
-    others = [d for d in glob.glob(os.path.join(cache.base, "prelude", "*")) if d != current.directory]
+    if os.path.isdir(fused.directory):
+        lines.append(f"fused prelude (cells with fused chains): {fused.status().describe()}")
+    ours = (current.directory, fused.directory)
+    others = [d for d in glob.glob(os.path.join(cache.base, "prelude", "*")) if d not in ours]
     if others:
         size = sum(_mtime_size(f)[1] for d in others for f in glob.glob(os.path.join(d, "*")))
         lines.append(

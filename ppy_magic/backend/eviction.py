@@ -227,7 +227,7 @@ def _tree_size(path: str) -> tuple[int, float]:
     return total, newest
 
 
-def scan(base: str, suffix: str, current_prelude: str) -> list[Entry]:
+def scan(base: str, suffix: str, current_preludes: tuple[str, ...]) -> list[Entry]:
     """Every entry under the cache directory `base`."""
     entries: list[Entry] = []
     lib, build, prelude = (os.path.join(base, d) for d in ("lib", "build", "prelude"))
@@ -264,7 +264,7 @@ def scan(base: str, suffix: str, current_prelude: str) -> list[Entry]:
         path = os.path.join(prelude, ident)
         size, newest = _tree_size(path)
         entries.append(
-            Entry("prelude", ident, (path,), size, newest, lock=f"prelude-{ident}", current=ident == current_prelude)
+            Entry("prelude", ident, (path,), size, newest, lock=f"prelude-{ident}", current=ident in current_preludes)
         )
     return entries
 

@@ -41,26 +41,6 @@ from ..language import ir
 from ..language.ir import Kind
 from .cpp import NAME, cpp_literal
 
-HEADER = "ppy_fused.h"
-INCLUDE_LINE = f'#include "{HEADER}"'
-# A TU holding fused chains is compiled with these on top of the usual flags (and without the
-# precompiled prelude, which has other flags): eager's capability, so that at::vec is its AVX512 code;
-# no FMA may form across ops (nor in the region's Python arithmetic, now that FMA is there); and
-# at::parallel_for's OpenMP region (inline) compiled in, for its chunks to be eager's. Chains are
-# planned only where eager runs AVX512 (``available``), which the CPU must then have.
-CFLAGS = (
-    "-ffp-contract=off",
-    "-fopenmp",
-    "-DCPU_CAPABILITY=AVX512",
-    "-DCPU_CAPABILITY_AVX512",
-    "-mavx512f",
-    "-mavx512bw",
-    "-mavx512vl",
-    "-mavx512dq",
-    "-mfma",
-)
-LDFLAGS = ("-fopenmp",)
-
 
 @dataclass(frozen=True)
 class FusedOp:

@@ -1,4 +1,4 @@
-"""What names a built module: a sha256 of the toolchain, the prelude or fused header it includes, and its code.
+"""What names a built module: a sha256 of the toolchain, the prelude (plain or fused) it includes, and its code.
 
 ``module_name`` is the cache's key for every module (cells and the runtime); comments are left out
 of it, so that a cell's file name in a generated comment does not make a new module.
@@ -22,10 +22,8 @@ def module_name(prefix: str, text: str) -> str:
     key = toolchain_key()
     if prelude.INCLUDE_LINE in text:
         key += "\nprelude " + prelude_identity()
-    if fusion.INCLUDE_LINE in text:  # its flags, eager's capability and the formulas it restates
-        key += f"\nfused {' '.join(fusion.CFLAGS)} {fusion.capability()}\n" + read_text(
-            os.path.join(RUNTIME_DIR, fusion.HEADER)
-        )
+    if prelude.FUSED_INCLUDE_LINE in text:  # its flags and the formulas it restates; eager's capability
+        key += f"\nfused prelude {prelude_identity(fused=True)} {fusion.capability()}"
     digest = hashlib.sha256((key + "\n--\n" + code_without_comments(text)).encode()).hexdigest()
     return f"{prefix}_{digest[:24]}"
 

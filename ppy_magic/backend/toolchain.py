@@ -16,6 +16,23 @@ RUNTIME_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime"
 CFLAGS = ("-O2", "-DAT_PER_OPERATOR_HEADERS", "-Wno-unused-variable", "-Wno-unused-function")
 # A cell that includes the prelude is compiled with these, and its PCH with exactly the same.
 CELL_CFLAGS = CFLAGS + prelude.PCH_CHECK_FLAGS
+# A cell holding fused chains (fusion.py) is compiled with these on top of CELL_CFLAGS, and includes the
+# fused prelude, precompiled with the same: eager's capability, so that at::vec is its AVX512 code; no
+# FMA may form across ops (nor in the region's Python arithmetic, now that FMA is there); and
+# at::parallel_for's OpenMP region (inline) compiled in, for its chunks to be eager's. Chains are planned
+# only where eager runs AVX512 (``fusion.available``), which the CPU must then have.
+FUSED_CFLAGS = (
+    "-ffp-contract=off",
+    "-fopenmp",
+    "-DCPU_CAPABILITY=AVX512",
+    "-DCPU_CAPABILITY_AVX512",
+    "-mavx512f",
+    "-mavx512bw",
+    "-mavx512vl",
+    "-mavx512dq",
+    "-mfma",
+)
+FUSED_LDFLAGS = ("-fopenmp",)
 EXT_SUFFIX = ".so"
 
 
@@ -152,6 +169,9 @@ def read_text(path: str) -> str:
         return fh.read()
 
 
-def prelude_identity() -> str:
-    """The prelude cells of this toolchain include: part of their cache key and its directory name."""
+def prelude_identity(fused: bool = False) -> str:
+    """The prelude cells of this toolchain include (`fused`: cells with fused chains): part of their cache
+    key and its directory name."""
+    if fused:
+        return prelude.identity(toolchain_key(), CELL_CFLAGS + FUSED_CFLAGS, (RUNTIME_DIR,), fused=True)
     return prelude.identity(toolchain_key(), CELL_CFLAGS, (RUNTIME_DIR,))

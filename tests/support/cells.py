@@ -20,6 +20,25 @@ def compile_cell(source: str, namespace: dict | None = None, filename: str = "<p
     return ns, binder.report
 
 
+def headers_gcc_reads(module_name: str) -> list[str]:
+    """The headers gcc reads compiling a built module's C++ again, with the flags ninja used for it,
+    one per line of ``-H``: a line ``! FILE`` says it used the precompiled header FILE."""
+    import os
+    import shlex
+    import subprocess
+
+    from ppy_magic import backend
+
+    bdir = backend.shared_cache().build_dir(module_name)
+    with open(os.path.join(bdir, "build.ninja"), encoding="utf-8") as fh:
+        ninja = dict(line.split(" = ", 1) for line in fh.read().splitlines() if " = " in line)
+    assert "-Werror=invalid-pch" in ninja["cflags"]  # a rejected PCH fails loudly, never silently slow
+    command = shlex.split(ninja["cxx"]) + shlex.split(ninja["cflags"]) + ["-H", "-fsyntax-only", "main.cpp"]
+    done = subprocess.run(command, cwd=bdir, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stderr.splitlines()
+
+
 def compile_error(src: str, namespace: dict | None = None):
     """The CompileError the front end raises for the last function of `src` (which must not compile)."""
     import pytest
