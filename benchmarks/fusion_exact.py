@@ -5,7 +5,8 @@
 1. Every unary op over all 2^32 float32 bit patterns (256 chunks of 2^24; ``--sample N`` takes N
    chunks spread over the range), along both of eager's paths: the vector body (a contiguous chunk)
    and the scalar formula of the tail (a strided chunk runs it for every element). 1 thread.
-   The same for bfloat16 and float16 over all 2^16 patterns, and at lengths around their steps.
+   The same for bfloat16 and float16 over all 2^16 patterns, and at lengths around their steps;
+   and the cast ``x.float()`` of every bfloat16 pattern as a chain reads it (float16 is refused).
 2. Every op, binary form (tensor-tensor, tensor-number, number-tensor) and chain at lengths around
    every vector step and chunk boundary, with 1 and 2 threads, on random and special values.
 3. Binary ops over every pair of special values, over two NaNs at every tail length, and over
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     t2 = time.perf_counter()
     for dtype in fusion.REDUCED:
         fusion.check_reduced_unary(ext, dtype, tally, gen)
+    fusion.check_widen(ext, tally, gen)
     fusion.check_lengths(ext, fusion.boundary_lengths(), (1, 2), gen, tally)
     fusion.check_special_pairs(ext, tally)
     fusion.check_nan_pairs(ext, tally)

@@ -73,6 +73,13 @@ def test_reduced_every_pattern(ext, dtype):
     _assert_clean(tally)
 
 
+def test_widening_bfloat16_is_eagers_float(ext):
+    tally = fusion.Tally.empty()
+    fusion.check_widen(ext, tally, torch.Generator().manual_seed(0))
+    _assert_clean(tally)
+    assert tally.checked["float() of bfloat16 (vector body)"] == 1 << 16
+
+
 def test_lengths_and_threads(ext):
     tally = fusion.Tally.empty()
     fusion.check_lengths(ext, fusion.boundary_lengths(full=False), (1, 2), torch.Generator().manual_seed(0), tally)

@@ -84,6 +84,27 @@ def scaled(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def masks(x: torch.Tensor, y: torch.Tensor) -> tuple:
     m = (x > y) * 2.0
     return m + 1.0, torch.where(x > 0, 1.0, 2.0) + x
+
+
+@ppy.opt(4)
+def squash(v: torch.Tensor) -> torch.Tensor:
+    return torch.sigmoid(v)
+
+
+@ppy.opt(4)
+def helpers(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return squash(F.silu(x) * y) - 1.0
+
+
+@ppy.opt(4)
+def widened(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    h = x.float()
+    return torch.exp(-h.abs()) * y.to(torch.float32) + torch.sigmoid(x.float())
+
+
+@ppy.opt(4)
+def narrowed(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2.0).bfloat16() + 1.0
 """
 
 
@@ -132,6 +153,19 @@ def masks(x, y):
     return m + 1.0, torch.where(x > 0, 1.0, 2.0) + x
 
 
+def helpers(x, y):
+    return torch.sigmoid(F.silu(x) * y) - 1.0
+
+
+def widened(x, y):
+    h = x.float()
+    return torch.exp(-h.abs()) * y.to(torch.float32) + torch.sigmoid(x.float())
+
+
+def narrowed(x):
+    return (x * 2.0).bfloat16() + 1.0
+
+
 @pytest.fixture(scope="module")
 def compiled():
     return compile_cell(SOURCE, filename="<fusion-level>")
@@ -157,7 +191,8 @@ def _same(got, want) -> None:
             _same(g, w)
         return
     assert got.shape == want.shape and got.stride() == want.stride() and got.dtype == want.dtype
-    assert checks.mismatches(got.reshape(-1), want.reshape(-1)) == 0
+    compare = checks.mismatches if got.element_size() == 4 else checks.mismatches16
+    assert compare(got.reshape(-1), want.reshape(-1)) == 0
 
 
 LENGTHS = [1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 80] + [
@@ -398,3 +433,51 @@ def test_annotate_marks_fused_lines(ns):
     fused = [ln for ln in fn.lines if ln.fused]
     assert [ln.text.strip()[:6] for ln in fused] == ["return"]
     assert "<- fused" in str(a) and "ppy-fused" in a._repr_mimebundle_()["text/html"]
+
+
+@pytest.mark.parametrize("threads", (1, 2))
+def test_calls_of_one_op_helpers_join_chains(ns, threads):
+    """A compiled helper that makes one op (F.silu from torch's source, a user's one-line function) is
+    that op in a chain: the whole body is one pass, eager's bits."""
+    gen = torch.Generator().manual_seed(11)
+    with _threads(threads), torch.no_grad():
+        for n in LENGTHS:
+            x, y = _inputs(n, gen)
+            _same(ns["helpers"](x, y), helpers(x, y))
+    x, y = _inputs(1000, gen)
+    assert _aten_ops(ns["helpers"], x, y) == {"aten::empty"}
+    assert "silu, mul, sigmoid, sub run as one fused pass" in str(ppy_magic.explain(ns["helpers"]))
+
+
+def _bfloat16(n: int, gen: torch.Generator) -> torch.Tensor:
+    """bfloat16 values: random bit patterns (NaNs with payloads, infinities, subnormals) and normal ones."""
+    bits = torch.randint(-(1 << 15), 1 << 15, (n,), generator=gen, dtype=torch.int32).to(torch.int16)
+    normal = (torch.randn(n, generator=gen) * 3).bfloat16()
+    return torch.where(torch.rand(n, generator=gen) < 0.5, bits.view(torch.bfloat16), normal)
+
+
+@pytest.mark.parametrize("threads", (1, 2))
+def test_casts_to_float32_join_chains(ns, threads):
+    """x.float() / x.to(torch.float32) of a bfloat16 leaf is read widened (exact: a shift); of a float32
+    one it is the leaf. float16 leaves, and casts to other dtypes, run op by op."""
+    gen = torch.Generator().manual_seed(12)
+    with _threads(threads), torch.no_grad():
+        for n in LENGTHS:
+            x, y = _inputs(n, gen)
+            for a, b in (
+                (_bfloat16(n, gen), y),
+                (x, _bfloat16(n, gen)),
+                (_bfloat16(n, gen), _bfloat16(n, gen)),
+                (x, y),
+            ):
+                _same(ns["widened"](a, b), widened(a, b))
+            h = x.half()
+            _same(ns["widened"](h, y), widened(h, y))
+            _same(ns["narrowed"](x), narrowed(x))
+    x, y = _inputs(1000, gen)
+    assert _aten_ops(ns["widened"], _bfloat16(1000, gen), y) == {"aten::empty"}
+    assert _aten_ops(ns["widened"], x, y) == {"aten::empty"}
+    assert "aten::_to_copy" in _aten_ops(ns["widened"], x.half(), y)  # float16: op by op
+    text = str(ppy_magic.explain(ns["widened"]))
+    assert "to, abs, neg, exp, to, mul, to, sigmoid, add run as one fused pass" in text
+    assert "a cast to another dtype than float32 is not in the fused set" in str(ppy_magic.explain(ns["narrowed"]))

@@ -146,7 +146,7 @@ def _param_decl(p: ir.Param, i: int) -> str:
     return f"const {ctype} {n} = static_cast<{ctype}>(ppy_args[{i}].{field});"
 
 
-def _helper_cpp(h: ir.Helper, source_lines: dict[int, str], level: int) -> Emitter:
+def _helper_cpp(h: ir.Helper, source_lines: dict[int, str], level: int, helpers: tuple[ir.Helper, ...] = ()) -> Emitter:
     ret = "std::tuple<" + ", ".join(cpp.cpp_type(k) for k in h.result_kinds) + ">"
     params = ["ppy::Frame& ppy_frame"] + [
         (
@@ -157,7 +157,12 @@ def _helper_cpp(h: ir.Helper, source_lines: dict[int, str], level: int) -> Emitt
         for p in h.params
     ]
     em = Emitter(
-        h.symbol, source_lines, h.track_lines, helper=True, plan=levels.plan_body(h.body, level), symbol=h.symbol
+        h.symbol,
+        source_lines,
+        h.track_lines,
+        helper=True,
+        plan=levels.plan_body(h.body, level, helpers),
+        symbol=h.symbol,
     )
     em.out(0, f"[[maybe_unused]] {ret} {h.symbol}({', '.join(params)}) {{")
     em.out(1, "int& ppy_line = ppy_frame.line;")
@@ -190,13 +195,15 @@ def function_cpp(fn: ir.Function, symbol: str) -> FunctionCode:
     notes: list[str] = []
     headers: set[str] = set()
     for h in fn.helpers:
-        hem = _helper_cpp(h, fn.source_lines, level)
+        hem = _helper_cpp(h, fn.source_lines, level, fn.helpers)
         fused += hem.fused_defs
         lines += hem.lines + [""]
         notes += [f"{n} (in {h.symbol})" for n in hem.notes]
         notes += [f"{n} (in {h.symbol})" for n in (hem.consts.notes if hem.consts else [])]
         headers |= hem.headers
-    em = Emitter(fn.name, fn.source_lines, True, helper=False, plan=levels.plan_body(fn.body, level), symbol=symbol)
+    em = Emitter(
+        fn.name, fn.source_lines, True, helper=False, plan=levels.plan_body(fn.body, level, fn.helpers), symbol=symbol
+    )
     # No file name here: the same source must give the same TU (and cache key) in any kernel or directory.
     em.out(0, f"// {fn.name} (line {fn.def_line}, {levels.describe(level)})")
     em.out(0, f"void {symbol}(const ppy::Arg* ppy_args, ppy::Out* ppy_out) {{")

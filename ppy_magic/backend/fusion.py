@@ -68,13 +68,18 @@ _GELU_TANH = FusedOp("GeluTanh", True)
 _COMPARE = {name: FusedOp(name.capitalize(), False, condition=True) for name in ("eq", "ne", "lt", "le", "gt", "ge")}
 _WHERE = FusedOp("Where", False)
 _POWERS = {2: FusedOp("Square", False), 3: FusedOp("Cube", False)}
+# A cast to float32 (x.float(), x.to(torch.float32)): of a float32 value the value itself, of a bfloat16
+# leaf its exact widening (a shift), which eager's copy kernel gives alike in its body and tail; float16
+# stays out (ppy_fused.h says why).
+_WIDEN = FusedOp("Widen", False)
 
 FUSED_SET = (
     "add, sub, rsub with alpha 1; mul; true div; neg, abs, relu, reciprocal, sigmoid, silu, exp, tanh; "
     "gelu(approximate='tanh'); pow(x, 2), pow(x, 3): float32 tensors of one shape and Python numbers; "
     "a row (a bias of the last dimensions) broadcast into add, sub, div and the position-free ops after them; "
     "eq, ne, lt, le, gt, ge as the condition of a where of float32 tensors and numbers; 0-dim float32 tensors "
-    "as numbers"
+    "as numbers; casts to float32 (of float32, or of bfloat16 tensors of the chain's shape); a "
+    "call of a compiled helper that makes one of these ops (F.silu, x.float())"
 )
 
 
@@ -86,9 +91,10 @@ class Number:
 
 @dataclass
 class Node:
-    stmt: ir.Assign
+    stmt: ir.Assign  # the statement of the block (an op, or a call of a helper that makes one op)
     op: FusedOp
     operands: tuple[Any, ...]  # ir.Var (tensor or number) or Number
+    call: ir.Call  # the op it makes (a helper's, with the caller's arguments)
 
     @property
     def target(self) -> ir.Var:
@@ -102,6 +108,7 @@ class Chain:
     tensors: list[ir.Var] = field(default_factory=list)  # tensor leaves, first use first
     numbers: list[ir.Var] = field(default_factory=list)  # Python-number leaves
     rows: set[str] = field(default_factory=set)  # tensor leaves that may be row operands
+    widened: set[str] = field(default_factory=set)  # tensor leaves read only by casts to float32
 
     @property
     def root(self) -> Node:
@@ -112,7 +119,7 @@ class Chain:
         return tuple(sorted({n.stmt.line for n in self.nodes}))
 
     def describe(self) -> str:
-        ops = ", ".join(n.stmt.value.op.name for n in self.nodes)  # type: ignore[union-attr]
+        ops = ", ".join(n.call.op.name for n in self.nodes)
         where = ", ".join(str(ln) for ln in self.lines)
         return f"line{'s' if len(self.lines) > 1 else ''} {where}: {ops} run as one fused pass"
 
@@ -136,11 +143,20 @@ def _operand(a: Any) -> Any | str:
     return "an operand that is neither a tensor nor a Python int or float"
 
 
-def node_of(s: ir.Stmt) -> Node | str | None:
-    """The chain node `s` is; a reason when it is an element-wise op that stays out; None otherwise."""
-    if not (isinstance(s, ir.Assign) and isinstance(s.value, ir.Call) and len(s.targets) == 1):
+def node_of(s: ir.Stmt, helpers: dict[str, ir.Helper] | None = None) -> Node | str | None:
+    """The chain node `s` is; a reason when it is an element-wise op that stays out; None otherwise.
+
+    A call of a compiled helper whose body makes one op of its parameters and returns it (``F.silu``
+    from torch's source, ``x.float()``, a user's one-line function) is that op with the caller's
+    arguments; where the chain does not run, the statement calls the helper as before.
+    """
+    if not (isinstance(s, ir.Assign) and len(s.targets) == 1):
         return None
     call = s.value
+    if isinstance(call, ir.CallFunction):
+        call = one_op(call, helpers or {})
+    if not isinstance(call, ir.Call):
+        return None
     if s.targets[0].kind != Kind.TENSOR:
         return None
     name, overload, args = call.op.name, call.op.overload, call.args
@@ -165,6 +181,13 @@ def node_of(s: ir.Stmt) -> Node | str | None:
         op, raw = _WHERE, tuple(args)
     elif name == "where" and overload == "Scalar":
         return "a where of two numbers has the default dtype, which may change: not in the fused set"
+    elif name == "to" and overload == "dtype" and len(args) == 5:
+        dtype, memory_format = args[1], args[4]
+        if not (isinstance(dtype, ir.Const) and dtype.value == torch.float32):
+            return "a cast to another dtype than float32 is not in the fused set"
+        if getattr(memory_format, "value", None) is not None:
+            return "a cast with a memory format is not in the fused set"
+        op, raw = _WIDEN, (args[0],)
     elif name == "pow" and overload == "Tensor_Scalar" and len(args) == 2:
         e = args[1]
         if not (isinstance(e, ir.Const) and e.kind in (Kind.INT, Kind.FLOAT) and e.value in _POWERS):
@@ -178,11 +201,49 @@ def node_of(s: ir.Stmt) -> Node | str | None:
         return f"{name} takes {bad}"
     if not any(isinstance(o, ir.Var) and o.kind == Kind.TENSOR for o in operands):
         return None
-    return Node(s, op, operands)  # type: ignore[arg-type]
+    return Node(s, op, operands, call)  # type: ignore[arg-type]
+
+
+def one_op(call: ir.CallFunction, helpers: dict[str, ir.Helper]) -> ir.Call | None:
+    """The op a helper's call makes, if its body is one op of its parameters and constants returned
+    (through helpers of the same shape), with the call's arguments in place of the parameters."""
+    h = helpers.get(call.symbol)
+    if h is None or len(h.params) != len(call.args) or len(h.body) != 2:
+        return None
+    made, ret = h.body
+    if not (isinstance(made, ir.Assign) and len(made.targets) == 1 and isinstance(ret, ir.Return)):
+        return None
+    if ret.values != made.targets:
+        return None
+    bound = {p.name: a for p, a in zip(h.params, call.args, strict=True)}
+
+    def arg(a: Any) -> Any:
+        if isinstance(a, ir.Var):
+            return bound.get(a.name)  # None: a local of the helper (it made more than one op)
+        if isinstance(a, ir.WrapNumber):
+            inner = arg(a.value)
+            return None if inner is None else ir.WrapNumber(inner)
+        return a if isinstance(a, (ir.Const, ir.Default)) else None
+
+    value = made.value
+    if isinstance(value, ir.CallFunction):
+        args = tuple(arg(a) for a in value.args)
+        if any(a is None for a in args):
+            return None
+        return one_op(ir.CallFunction(value.symbol, args), helpers)
+    if not isinstance(value, ir.Call):
+        return None
+    args = tuple(arg(a) for a in value.args)
+    if any(a is None for a in args):
+        return None
+    return ir.Call(value.op, args)
 
 
 def find_chains(
-    block: tuple[ir.Stmt, ...], uses: dict[str, int], written: dict[str, int]
+    block: tuple[ir.Stmt, ...],
+    uses: dict[str, int],
+    written: dict[str, int],
+    helpers: dict[str, ir.Helper] | None = None,
 ) -> tuple[list[Chain], list[str]]:
     """The chains of one block (two ops or more), and why the element-wise ops left out of one stay out."""
     chains: list[Chain] = []
@@ -211,7 +272,7 @@ def find_chains(
         run.clear()
 
     for s in block:
-        node = node_of(s)
+        node = node_of(s, helpers)
         if isinstance(node, Node):
             run.append(node)
             continue
@@ -253,7 +314,10 @@ def _leaves(chain: Chain) -> Chain:
             into = chain.tensors if o.kind == Kind.TENSOR else chain.numbers
             if all(v.name != o.name for v in into):
                 into.append(o)
-    chain.rows = _row_leaves(chain)
+    # A leaf only casts read may be bfloat16 (widened block by block), with the chain's shape.
+    readers = {v.name: [n.op for n in chain.nodes if any(o == v for o in n.operands)] for v in chain.tensors}
+    chain.widened = {name for name, ops in readers.items() if all(op is _WIDEN for op in ops)}
+    chain.rows = _row_leaves(chain) - chain.widened
     return chain
 
 
@@ -312,7 +376,8 @@ def chain_cpp(chain: Chain, name: str) -> list[str]:
     out = [f"// {chain.describe()}"]
     out.append(f"static at::Tensor {name}({', '.join(params)}) {{")
     rows = [i for i, v in enumerate(chain.tensors) if v.name in chain.rows]
-    full = [i for i in range(len(chain.tensors)) if i not in rows]
+    widened = [i for i, v in enumerate(chain.tensors) if v.name in chain.widened]
+    full = [i for i in range(len(chain.tensors)) if i not in rows and i not in widened]
     # Leaves that may be 0-dim (read as a Python number is): any but a lone leaf of the chain's shape,
     # which is the chain's shape itself.
     scalars = full if len(full) > 1 else []
@@ -322,15 +387,20 @@ def chain_cpp(chain: Chain, name: str) -> list[str]:
         lead = f"ppy::fused::first_shaped({{{candidates}}})"
     elif full:
         lead = f"ppy_in{full[0]}"
+    elif widened:
+        lead = f"ppy_in{widened[0]}"
     else:
         candidates = ", ".join(f"&ppy_in{i}" for i in rows)
         lead = f"ppy::fused::widest({{{candidates}}})"
     out.append(f"  const at::Tensor& ppy_lead = {lead};")
-    out.append("  if (!ppy::fused::operand_fits(ppy_lead)) return at::Tensor();")
+    if full or not widened:
+        out.append("  if (!ppy::fused::operand_fits(ppy_lead)) return at::Tensor();")
     for i in scalars:
         out.append(f"  if (!ppy::fused::full_or_scalar(ppy_in{i}, ppy_lead.sizes())) return at::Tensor();")
     for i in rows:
         out.append(f"  if (!ppy::fused::row_fits(ppy_in{i}, ppy_lead.sizes())) return at::Tensor();")
+    for i in widened:
+        out.append(f"  if (!ppy::fused::widenable(ppy_in{i}, ppy_lead.sizes())) return at::Tensor();")
     for i, v in enumerate(chain.numbers):
         if v.kind == Kind.FLOAT:
             out.append(f"  if (std::isnan(ppy_num{i})) return at::Tensor();")
@@ -340,10 +410,11 @@ def chain_cpp(chain: Chain, name: str) -> list[str]:
     out.append(f"  const int64_t grain = {grains[0] if grains else 'at::internal::GRAIN_SIZE'};")
     for g in grains[1:]:
         out.append(f"  if (!ppy::fused::same_chunks(n, grain, {g})) return at::Tensor();")
-    out.append("  at::Tensor ppy_result = at::empty(ppy_lead.sizes(), ppy_lead.options());")
+    out.append("  at::Tensor ppy_result = at::empty(ppy_lead.sizes(), ppy_lead.options().dtype(at::kFloat));")
     out.append("  float* o = ppy_result.data_ptr<float>();")
     for i in range(len(chain.tensors)):
-        out.append(f"  const float* p{i} = ppy_in{i}.const_data_ptr<float>();")
+        if i not in widened:
+            out.append(f"  const float* p{i} = ppy_in{i}.const_data_ptr<float>();")
     for i in rows:
         out.append(f"  const int64_t period{i} = ppy_in{i}.numel();")
     for i in scalars:  # a 0-dim leaf: a block of its value, read at every block
@@ -358,7 +429,11 @@ def chain_cpp(chain: Chain, name: str) -> list[str]:
         out.append(f"    const float* q{i} = ppy::fused::row_at(r{i}, p{i}, period{i}, n, i, nv + nt);")
     for i in scalars:
         out.append(f"    const float* q{i} = scalar{i} ? z{i} : p{i} + i;")
-    out += ["    " + line for line in _passes(chain, tensor_index, number_index, {*rows, *scalars})]
+    for i in widened:  # a bfloat16 or float16 leaf's values at this block's positions, as float32
+        out.append(f"    alignas(64) float w{i}[ppy::fused::kBlock];")
+        out.append(f"    const float* q{i} = ppy::fused::widen_at(w{i}, ppy_in{i}, i, nv + nt);")
+    moved = {*rows, *scalars, *widened}
+    out += ["    " + line for line in _passes(chain, tensor_index, number_index, moved)]
     out.append("  });")
     out.append("  return ppy_result;")
     out.append("}")

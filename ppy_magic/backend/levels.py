@@ -214,7 +214,8 @@ SAFE_REUSE_RULE = (
 )
 
 
-def plan_body(stmts: tuple[ir.Stmt, ...], level: int) -> BodyPlan:
+def plan_body(stmts: tuple[ir.Stmt, ...], level: int, helpers: tuple[ir.Helper, ...] = ()) -> BodyPlan:
+    """What the level changes in one body; `helpers` are its region's (level 4 sees through one-op ones)."""
     plan = BodyPlan(level)
     if level < 2:
         return plan
@@ -239,7 +240,7 @@ def plan_body(stmts: tuple[ir.Stmt, ...], level: int) -> BodyPlan:
     if level < 3:
         return plan
     if level >= 4:
-        _plan_chains(plan, stmts, uses, written)
+        _plan_chains(plan, stmts, uses, written, {h.symbol: h for h in helpers})
     for block in _blocks(stmts):
         made: dict[str, ir.Assign] = {}  # temporaries made in this block by a functional op, (a) and (b)
         for s in block:
@@ -255,7 +256,13 @@ def plan_body(stmts: tuple[ir.Stmt, ...], level: int) -> BodyPlan:
     return plan
 
 
-def _plan_chains(plan: BodyPlan, stmts: tuple[ir.Stmt, ...], uses: collections.Counter, written: collections.Counter):
+def _plan_chains(
+    plan: BodyPlan,
+    stmts: tuple[ir.Stmt, ...],
+    uses: collections.Counter,
+    written: collections.Counter,
+    helpers: dict[str, ir.Helper],
+):
     """Level 4: the fused chains of every block (``fusion``), where eager's kernels are the ones restated."""
     if not fusion.available():
         plan.fusion_notes.append(
@@ -263,7 +270,7 @@ def _plan_chains(plan: BodyPlan, stmts: tuple[ir.Stmt, ...], uses: collections.C
         )
         return
     for block in _blocks(stmts):
-        chains, reasons = fusion.find_chains(block, uses, written)
+        chains, reasons = fusion.find_chains(block, uses, written, helpers)
         plan.fusion_notes += reasons
         for c in chains:
             plan.chains[id(c.root.stmt)] = c

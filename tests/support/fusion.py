@@ -225,6 +225,19 @@ at::Tensor chain(int64_t which, const at::Tensor& x, const at::Tensor& y, bool f
   TORCH_CHECK(false, "no chain ", which);
 }
 
+// x.float() as a chain reads a leaf only casts read: widen_at block by block, then Widen's pass.
+at::Tensor widen(const at::Tensor& x) {
+  TORCH_CHECK(fz::widenable(x, x.sizes()), "not a leaf a chain widens: ", x.scalar_type());
+  at::Tensor out = at::empty(x.sizes(), x.options().dtype(at::kFloat));
+  float* o = out.data_ptr<float>();
+  fz::for_each_block(x.numel(), at::internal::GRAIN_SIZE, fz::kVecStep, [&](int64_t i, int64_t nv, int64_t nt) {
+    alignas(64) float w[fz::kBlock];
+    const float* q = fz::widen_at(w, x, i, nv + nt);
+    fz::map(o + i, nv, nt, [](auto v) { return fz::Widen::apply(v); }, q);
+  });
+  return out;
+}
+
 bool capability_matches() { return fz::capability_matches(); }
 """
 
@@ -248,7 +261,7 @@ def build(cache_dir: str | None = None):
     return load_inline(
         name,
         CPP,
-        functions=["unary", "binary", "chain", "capability_matches"],
+        functions=["unary", "binary", "chain", "widen", "capability_matches"],
         extra_cflags=CFLAGS,
         extra_ldflags=["-fopenmp"],
         extra_include_paths=[RUNTIME_DIR],
@@ -477,7 +490,8 @@ def all_patterns(dtype: torch.dtype) -> torch.Tensor:
     return torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16).view(dtype)
 
 
-def _mismatches16(a: torch.Tensor, b: torch.Tensor) -> int:
+def mismatches16(a: torch.Tensor, b: torch.Tensor) -> int:
+    """`mismatches` for 16-bit types (bfloat16, float16)."""
     if a.shape != b.shape:
         return max(a.numel(), b.numel())
     return int((a.contiguous().view(torch.int16) != b.contiguous().view(torch.int16)).sum())
@@ -492,8 +506,8 @@ def check_reduced_unary(ext, dtype: torch.dtype, tally: Tally, gen: torch.Genera
     tag = str(dtype).removeprefix("torch.")
     reduced = [(k, name, fn) for k, (name, fn) in enumerate(UNARY.items()) if name not in FLOAT_ONLY]
     for k, name, fn in reduced:
-        tally.add(f"{name} {tag} (vector body)", x.numel(), _mismatches16(ext.unary(k, x, False), fn(x)))
-        tally.add(f"{name} {tag} (scalar tail)", x.numel(), _mismatches16(ext.unary(k, x, True), fn(strided)))
+        tally.add(f"{name} {tag} (vector body)", x.numel(), mismatches16(ext.unary(k, x, False), fn(x)))
+        tally.add(f"{name} {tag} (scalar tail)", x.numel(), mismatches16(ext.unary(k, x, True), fn(strided)))
     near = (-65, -64, -63, -33, -32, -1, 0, 1, 31, 32, 33, 63, 64, 65) if full else (-65, -33, -1, 0, 1, 33, 65)
     lengths = list(range(1, 141)) + [g + d for g in (16384, 32768, 65536) for d in near]
     before = torch.get_num_threads()
@@ -504,6 +518,36 @@ def check_reduced_unary(ext, dtype: torch.dtype, tally: Tally, gen: torch.Genera
                 y = x[torch.randint(0, x.numel(), (n,), generator=gen)]
                 for k, name, fn in reduced:
                     got = ext.unary(k, y, False)
-                    tally.add(f"{name} {tag} (lengths, {t}t)", n, _mismatches16(got, fn(y)))
+                    tally.add(f"{name} {tag} (lengths, {t}t)", n, mismatches16(got, fn(y)))
     finally:
         torch.set_num_threads(before)
+
+
+def check_widen(ext, tally: Tally, gen: torch.Generator) -> None:
+    """``x.float()`` of bfloat16 as a chain reads it, against eager's copy: every pattern along both of
+    eager's paths (contiguous, and strided: the scalar loop), then every length to 140 and around the
+    chunk boundaries with 1 and 2 threads, at offsets that move the tails. float16 is not widened
+    (eager's copy is position-dependent there): the check confirms a chain refuses it."""
+    x = all_patterns(torch.bfloat16)
+    strided = torch.empty(2 * x.numel(), dtype=x.dtype)[::2]
+    strided.copy_(x)
+    tally.add("float() of bfloat16 (vector body)", x.numel(), mismatches(ext.widen(x), x.float()))
+    tally.add("float() of bfloat16 (scalar loop)", x.numel(), mismatches(ext.widen(x), strided.float()))
+    lengths = list(range(1, 141)) + [g + d for g in (16384, 32768, 65536) for d in (-33, -1, 0, 1, 33)]
+    before = torch.get_num_threads()
+    try:
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            for n in lengths:
+                y = x[torch.randint(0, x.numel(), (n + 7,), generator=gen)]
+                for off in (0, 7):
+                    part = y[off : off + n]
+                    tally.add(f"float() of bfloat16 (lengths, {t}t)", n, mismatches(ext.widen(part), part.float()))
+    finally:
+        torch.set_num_threads(before)
+    try:
+        ext.widen(all_patterns(torch.float16))
+    except RuntimeError:
+        tally.add("float() of float16: refused", 1, 0)
+    else:
+        tally.add("float() of float16: refused", 1, 1)

@@ -29,9 +29,12 @@
 #include <c10/core/GradMode.h>
 #include <c10/util/bit_cast.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <type_traits>
@@ -312,6 +315,18 @@ struct Relu {
       return vec(a);                                                                    \
     }                                                                                   \
   }
+// A cast to float32 (x.float(), x.to(torch.float32)). Of a float32 value, the value itself (eager returns
+// the tensor). Of a bfloat16 leaf, the chain reads the leaf widened block by block (widen_at): eager's
+// copy kernel gives the 16 bits shifted left, in its vector body and its tail alike (NaN payloads and
+// signalling NaNs kept; all 65536 patterns, every length to 100). float16 stays out: eager's copy turns
+// a NaN into 0x7FFFFFFF in the last n % 8 elements of a loop and keeps its payload elsewhere.
+struct Widen {
+  static constexpr bool kPositionDependent = false;
+  template <class T>
+  static T apply(T a) {
+    return a;
+  }
+};
 struct Square {
   static constexpr bool kPositionDependent = false;
   static VecF vec(VecF a) { return a * a; }
@@ -470,9 +485,13 @@ struct Tanh {
 // beyond a plain CPU tensor's (CPU, ADInplaceOrView, AutogradCPU, AutocastCPU; an inference tensor has
 // fewer); with at least one dimension (operand_fits), what eager runs through vectorized_loop with a
 // fresh contiguous output of its shape.
-inline bool plain_operand(const at::Tensor& t) {
-  if (!t.defined() || t.layout() != at::kStrided || t.scalar_type() != at::kFloat || !t.is_cpu() ||
-      !t.is_contiguous() || t.is_conj() || t.is_neg() || t._is_zerotensor()) {
+inline bool plain_operand(const at::Tensor& t, bool widened = false) {
+  if (!t.defined() || t.layout() != at::kStrided || !t.is_cpu() || !t.is_contiguous() || t.is_conj() ||
+      t.is_neg() || t._is_zerotensor()) {
+    return false;
+  }
+  const at::ScalarType dtype = t.scalar_type();
+  if (dtype != at::kFloat && !(widened && dtype == at::kBFloat16)) {
     return false;
   }
   if (c10::GradMode::is_enabled() && t.requires_grad()) {
@@ -496,6 +515,27 @@ inline bool scalar_fits(const at::Tensor& t) {
 // An operand of the chain's shape `full`, or a 0-dim one.
 inline bool full_or_scalar(const at::Tensor& t, at::IntArrayRef full) {
   return t.dim() == 0 ? scalar_fits(t) : operand_fits(t) && t.sizes() == full;
+}
+// A leaf only casts to float32 read: float32 or bfloat16, of the chain's shape `full`.
+inline bool widenable(const at::Tensor& t, at::IntArrayRef full) {
+  return t.dim() > 0 && plain_operand(t, /*widened=*/true) && t.sizes() == full;
+}
+// A widenable leaf's elements [begin, begin + len) as float32: its data, or widened into `buf`.
+inline const float* widen_at(float* buf, const at::Tensor& t, int64_t begin, int64_t len) {
+  if (t.scalar_type() != at::kBFloat16) {
+    return t.const_data_ptr<float>() + begin;
+  }
+  const uint16_t* p = reinterpret_cast<const uint16_t*>(t.const_data_ptr<c10::BFloat16>()) + begin;
+  int64_t k = 0;
+  for (; k + 16 <= len; k += 16) {  // 16 values: zero-extended to 32 bits, shifted into the high half
+    const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + k));
+    _mm512_storeu_si512(buf + k, _mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
+  }
+  for (; k < len; ++k) {
+    const uint32_t bits = static_cast<uint32_t>(p[k]) << 16;
+    std::memcpy(buf + k, &bits, sizeof bits);
+  }
+  return buf;
 }
 // Of operands that have the chain's shape or none, the first that has one.
 inline const at::Tensor& first_shaped(std::initializer_list<const at::Tensor*> ts) {
