@@ -20,22 +20,16 @@ from ..language.ir import Kind
 from ..language.module_plan import Plan
 from . import cpp, levels, prelude
 from .cpp import NAME, cpp_literal
+from .prelude import REGION_HEADER
 from .statements import LINE_MARK, Emitter, declare_constants, nested_statements
 
 __all__ = [
-    "ABI_HEADER",
-    "NATIVE_HEADER",
-    "REGION_HEADER",
     "CellCode",
     "RegionSpec",
     "cpp_by_line",
     "cpp_literal",
     "generate",
 ]
-
-ABI_HEADER = "ppy_abi.h"
-REGION_HEADER = "ppy_region.h"
-NATIVE_HEADER = "ppy_native.h"  # included by REGION_HEADER
 
 
 @dataclass(frozen=True)

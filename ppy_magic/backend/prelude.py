@@ -55,6 +55,10 @@ INCLUDE_LINE = f'#include "{HEADER}"'
 FUSED_HEADER = "ppy_prelude_fused.h"  # the prelude and fusion's header, for cells with fused chains
 FUSED_INCLUDE_LINE = f'#include "{FUSED_HEADER}"'
 FUSION_HEADER = "ppy_fused.h"
+# The package's runtime headers a cell's TU includes (codegen writes the TU head).
+ABI_HEADER = "ppy_abi.h"
+REGION_HEADER = "ppy_region.h"
+NATIVE_HEADER = "ppy_native.h"  # included by REGION_HEADER
 # Cell flags that make a rejected PCH an error instead of a silent slow build.
 PCH_CHECK_FLAGS = ("-Winvalid-pch", "-Werror=invalid-pch")
 
@@ -62,9 +66,7 @@ PCH_CHECK_FLAGS = ("-Winvalid-pch", "-Werror=invalid-pch")
 def _local_headers(fused: bool = False) -> tuple[str, ...]:
     """The package's own headers every cell includes (codegen's TU head), in the runtime directory;
     `fused`: and fusion's."""
-    from . import codegen
-
-    own = (codegen.REGION_HEADER, codegen.ABI_HEADER, codegen.NATIVE_HEADER)
+    own = (REGION_HEADER, ABI_HEADER, NATIVE_HEADER)
     return (*own, FUSION_HEADER) if fused else own
 
 
