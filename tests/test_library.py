@@ -376,6 +376,27 @@ def test_a_plain_objects_property_compiles_inline_and_a_replaced_one_is_seen():
     assert "read in Python just before line" in text and ": self.config.offset" in text, text
 
 
+def test_a_config_whose_class_decides_its_reads_is_read_as_python_reads_it():
+    """A class's own __getattribute__ (transformers' configs remap names and raise for per-layer fields) is
+    not what the region's reads from the instance would give: such a read is Python's, value and error."""
+    torch.manual_seed(0)
+    model = lib.Remapped(lib.RemappedConfig(factor=2.0, scale=3.0, shift=0.5))
+    eager = lib.Remapped(lib.RemappedConfig(factor=2.0, scale=3.0, shift=0.5))
+    eager.load_state_dict(model.state_dict())
+    ppy_magic.compile(model)
+    x = torch.randn(2, 5, 16)
+    with variants.blocking(), torch.no_grad():
+        for _ in range(3):
+            assert torch.equal(model(x), eager(x))  # factor reads `scale` (3.0), not the stored 2.0
+            assert torch.equal(model(x), eager.proj(x) * 3.0 + 0.5)
+        model.config.__dict__["layered"] = eager.config.__dict__["layered"] = True
+        for m in (model, eager):
+            with pytest.raises(lib.LayeredFieldError, match="'factor' is a per-layer field"):
+                m(x)
+    text = str(ppy_magic.explain(ppy_magic.library.compiled_methods(model)["forward"].region))
+    assert "read in Python just before line" in text and "self.config.factor" in text, text
+
+
 @pytest.mark.parametrize(
     "name, args",
     [

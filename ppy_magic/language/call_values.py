@@ -149,7 +149,22 @@ def object_type(value: Any) -> ModType:
 
 def lookup(obj: Any, name: str) -> tuple[bool, Any]:
     """``obj.<name>`` where the runtime finds it with no Python code run: the instance ``__dict__``, a class
-    attribute that is not a descriptor, a module's parameters, buffers and submodules. (False, why) elsewhere."""
+    attribute that is not a descriptor, a module's parameters, buffers and submodules. (False, why) elsewhere,
+    and where the class's own ``__getattribute__`` gives Python another value (or raises) for it."""
+    found, value = _stored(obj, name)
+    if found and type(obj).__getattribute__ is not object.__getattribute__:
+        # transformers' configs remap names and raise for per-layer fields of heterogeneous configs: the
+        # region reads what is stored, so it may do so only where Python reads the same object.
+        try:
+            seen = getattr(obj, name)
+        except Exception as exc:  # noqa: BLE001 - whatever it raises, Python raises it and the region would not
+            return False, f"its class's __getattribute__ raises {type(exc).__name__} for it"
+        if seen is not value:
+            return False, "its class's __getattribute__ gives Python another value than the one stored"
+    return found, value
+
+
+def _stored(obj: Any, name: str) -> tuple[bool, Any]:
     cls_attr = None
     for klass in type(obj).__mro__:
         if name in klass.__dict__:

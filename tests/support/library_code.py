@@ -298,6 +298,38 @@ class NamedConfig:
             return 0.0
 
 
+class RemappedConfig:
+    """A config whose class's own __getattribute__ decides what a read gives, as transformers' configs do:
+    names of `attribute_map` read another field, and a field of `per_layer` raises once `layered` is set."""
+
+    attribute_map = {"factor": "scale"}
+    per_layer = ("factor", "shift")
+
+    def __init__(self, factor: float, scale: float, shift: float):
+        self.__dict__.update(factor=factor, scale=scale, shift=shift, layered=False)
+
+    def __getattribute__(self, key):
+        if key in type(self).per_layer and object.__getattribute__(self, "layered"):
+            raise LayeredFieldError(f"{key!r} is a per-layer field")
+        if key in type(self).attribute_map:
+            key = type(self).attribute_map[key]
+        return object.__getattribute__(self, key)
+
+
+class LayeredFieldError(AttributeError):
+    pass
+
+
+class Remapped(nn.Module):
+    def __init__(self, config, dim=16):
+        super().__init__()
+        self.config = config
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.proj(x) * self.config.factor + self.config.shift
+
+
 class ModeSwitch(nn.Module):
     def __init__(self, config, dim=16):
         super().__init__()
