@@ -40,12 +40,11 @@ from .disk import flock as _flock
 from .module_keys import code_without_comments
 from .safety import CacheWriteError
 from .toolchain import (
-    CELL_CFLAGS,
     CFLAGS,
     EXT_SUFFIX,
-    FUSED_CFLAGS,
     FUSED_LDFLAGS,
     RUNTIME_DIR,
+    cell_cflags,
     compiler_name,
     ninja_on_path,
     prelude_identity,
@@ -305,7 +304,7 @@ class Cache:
         fused = prelude.FUSED_INCLUDE_LINE in text
         if not fused and prelude.INCLUDE_LINE not in text:
             return self._compile(name, text, list(CFLAGS), includes)
-        cflags = [*CELL_CFLAGS, *FUSED_CFLAGS] if fused else list(CELL_CFLAGS)
+        cflags = list(cell_cflags(fused))
         ldflags = list(FUSED_LDFLAGS) if fused else None
         pre = self.ready_prelude(fused=fused)
         includes.append(pre.directory)
@@ -464,8 +463,7 @@ class Cache:
                 pre.mark_unusable("unsupported", f"{compiler} does not pick up a .gch by itself", permanent=True)
                 return pre
             try:
-                cflags = [*CELL_CFLAGS, *FUSED_CFLAGS] if fused else list(CELL_CFLAGS)
-                cxx, flags = prelude.ninja_compile_command(cflags, [RUNTIME_DIR, pre.directory])
+                cxx, flags = prelude.ninja_compile_command(list(cell_cflags(fused)), [RUNTIME_DIR, pre.directory])
             except Exception as exc:  # torch's private ninja writer changed shape
                 reason = f"cannot read torch's compile flags ({exc!r})"
                 pre.mark_unusable("failed", reason, permanent=True)

@@ -226,16 +226,13 @@ def one_op(call: ir.CallFunction, helpers: dict[str, ir.Helper]) -> ir.Call | No
         return a if isinstance(a, (ir.Const, ir.Default)) else None
 
     value = made.value
-    if isinstance(value, ir.CallFunction):
-        args = tuple(arg(a) for a in value.args)
-        if any(a is None for a in args):
-            return None
-        return one_op(ir.CallFunction(value.symbol, args), helpers)
-    if not isinstance(value, ir.Call):
+    if not isinstance(value, (ir.Call, ir.CallFunction)):
         return None
     args = tuple(arg(a) for a in value.args)
     if any(a is None for a in args):
         return None
+    if isinstance(value, ir.CallFunction):
+        return one_op(ir.CallFunction(value.symbol, args), helpers)
     return ir.Call(value.op, args)
 
 
@@ -429,7 +426,7 @@ def chain_cpp(chain: Chain, name: str) -> list[str]:
         out.append(f"    const float* q{i} = ppy::fused::row_at(r{i}, p{i}, period{i}, n, i, nv + nt);")
     for i in scalars:
         out.append(f"    const float* q{i} = scalar{i} ? z{i} : p{i} + i;")
-    for i in widened:  # a bfloat16 or float16 leaf's values at this block's positions, as float32
+    for i in widened:  # a cast leaf's values at this block's positions, as float32 (bfloat16 widened)
         out.append(f"    alignas(64) float w{i}[ppy::fused::kBlock];")
         out.append(f"    const float* q{i} = ppy::fused::widen_at(w{i}, ppy_in{i}, i, nv + nt);")
     moved = {*rows, *scalars, *widened}

@@ -33,6 +33,13 @@ FUSED_CFLAGS = (
     "-mfma",
 )
 FUSED_LDFLAGS = ("-fopenmp",)
+
+
+def cell_cflags(fused: bool = False) -> tuple[str, ...]:
+    """The flags of a cell that includes the prelude (`fused`: the fused prelude), and of that prelude's PCH."""
+    return CELL_CFLAGS + FUSED_CFLAGS if fused else CELL_CFLAGS
+
+
 EXT_SUFFIX = ".so"
 
 
@@ -172,6 +179,4 @@ def read_text(path: str) -> str:
 def prelude_identity(fused: bool = False) -> str:
     """The prelude cells of this toolchain include (`fused`: cells with fused chains): part of their cache
     key and its directory name."""
-    if fused:
-        return prelude.identity(toolchain_key(), CELL_CFLAGS + FUSED_CFLAGS, (RUNTIME_DIR,), fused=True)
-    return prelude.identity(toolchain_key(), CELL_CFLAGS, (RUNTIME_DIR,))
+    return prelude.identity(toolchain_key(), cell_cflags(fused), (RUNTIME_DIR,), fused=fused)

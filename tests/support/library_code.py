@@ -320,16 +320,6 @@ class LayeredFieldError(AttributeError):
     pass
 
 
-class Remapped(nn.Module):
-    def __init__(self, config, dim=16):
-        super().__init__()
-        self.config = config
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        return self.proj(x) * self.config.factor + self.config.shift
-
-
 class ModeSwitch(nn.Module):
     def __init__(self, config, dim=16):
         super().__init__()
@@ -343,6 +333,11 @@ class ModeSwitch(nn.Module):
         if self.config.mode == "offset":
             return h - self.config.offset
         return h + self.config.factor
+
+
+class Remapped(ModeSwitch):
+    def forward(self, x):
+        return self.proj(x) * self.config.factor + self.config.shift
 
 
 def doubled_unless_scripting(x):

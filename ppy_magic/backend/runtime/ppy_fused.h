@@ -318,7 +318,7 @@ struct Relu {
 // A cast to float32 (x.float(), x.to(torch.float32)). Of a float32 value, the value itself (eager returns
 // the tensor). Of a bfloat16 leaf, the chain reads the leaf widened block by block (widen_at): eager's
 // copy kernel gives the 16 bits shifted left, in its vector body and its tail alike (NaN payloads and
-// signalling NaNs kept; all 65536 patterns, every length to 100). float16 stays out: eager's copy turns
+// signalling NaNs kept; all 65536 patterns, every length to 140). float16 stays out: eager's copy turns
 // a NaN into 0x7FFFFFFF in the last n % 8 elements of a loop and keeps its payload elsewhere.
 struct Widen {
   static constexpr bool kPositionDependent = false;
