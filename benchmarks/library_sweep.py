@@ -5,7 +5,8 @@ The tests check the models of ``tests/support/library_models.py``; this sweep ru
 DeBERTa-v2, DeiT, ConvNeXt, Swin, SegFormer, CLIP's text model, diffusers' DiT, x-transformers'
 continuous, encoder-decoder and ViT wrappers, ...), to find what a model outside that list meets first.
 Per model: eval under no_grad, train mode with dropout (the RNG seeded alike, its state compared after),
-and every parameter's gradient in both modes, over 3 calls each (``library_models.differences``); the
+and every parameter's gradient in both modes, over 3 calls each (``library_models.differences``); for a
+model that generates, ``generate`` greedy (tokens and scores) and sampled (``generate_differences``); the
 library's classes unchanged; and the Python calls of one eval forward, compiled over eager.
 
     python -m benchmarks.library_sweep [--models mistral,deit]
@@ -34,6 +35,8 @@ def check(entry: L.LibraryModel) -> tuple[bool | None, str]:
         pair = L.pair(entry)
         classes = L.snapshot_classes(pair[0])
         found = L.differences(entry, pair_=pair)
+        if L.generates(pair[0]):
+            found += L.generate_differences(entry, *pair[:2])
         found += L.changed_classes(classes)
         share = L.python_call_share(pair[0], *entry.eval_inputs(), eager=pair[1])
     except Exception as err:  # noqa: BLE001 - the report names it
@@ -41,7 +44,8 @@ def check(entry: L.LibraryModel) -> tuple[bool | None, str]:
     took = f"{time.perf_counter() - t0:.0f} s"
     if found:
         return False, "DIFFERS: " + "; ".join(found[:3]) + f" ({took})"
-    return True, f"bit for bit (eval, train, grads), classes unchanged; {share} ({took})"
+    generated = ", generate" if L.generates(pair[0]) else ""
+    return True, f"bit for bit (eval, train, grads{generated}), classes unchanged; {share} ({took})"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -100,6 +100,29 @@ def test_exact(entry: L.LibraryModel, mode: str, compile_fn) -> None:
     L.check_exact(entry, compile_fn, modes=(mode,))
 
 
+# ``generate`` is checked on a causal LM, a mixture of experts and an encoder-decoder here; on every model of the
+# suite (and of the sweep) that generates, by ``benchmarks.library_sweep``.
+GENERATE = ("gpt2", "mixtral", "t5")
+
+
+@pytest.mark.parametrize("entry", [L.entry(name) for name in GENERATE], ids=GENERATE)
+def test_generate(entry: L.LibraryModel, compile_fn) -> None:
+    """``model.generate`` on the compiled model, as a user calls it, bit for bit eager's
+    (``library_models.generate_differences``); the compiled model still makes fewer Python calls."""
+    compiled, eager, _, _ = L.pair(entry, compile_fn)
+    assert L.generates(compiled)
+    found = L.generate_differences(entry, compiled, eager)
+    assert not found, f"{entry.name}: " + "; ".join(found)
+    if compile_fn is not identity:
+        args, _ = entry.inputs()
+        with L._foreground():
+            calls = [
+                L.count_python_calls(lambda m=m: m.generate(args[0], max_new_tokens=4, pad_token_id=0))
+                for m in (compiled, eager)
+            ]
+        assert calls[0] < calls[1], f"generate made {calls[0]} Python calls compiled, {calls[1]} eager"
+
+
 # ----------------------------------------------------------------------------------------------------------
 # the model stays the library's model
 
@@ -414,6 +437,14 @@ def test_harness_catches_a_wrong_result(name: str, wrong: Callable) -> None:
             assert not found, f"{wrong.__name__} failed the {mode} check, which it should pass: {found}"
     with pytest.raises(AssertionError, match="not the same as eager"):
         L.check_exact(entry, wrong)
+
+
+@pytest.mark.parametrize("wrong", [one_ulp, wrong_from_call_2], ids=lambda f: f.__name__)
+def test_harness_catches_a_wrong_generation(wrong: Callable) -> None:
+    """The generate check compares every step's scores bit for bit (and the identity passes it)."""
+    entry = L.entry("gpt2")
+    assert not L.generate_differences(entry, *L.pair(entry, identity)[:2])
+    assert L.generate_differences(entry, *L.pair(entry, wrong)[:2])
 
 
 def test_harness_catches_a_changed_class() -> None:

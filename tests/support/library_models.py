@@ -866,6 +866,43 @@ def check_exact(
         raise AssertionError(f"{entry.name}: not the same as eager:\n  " + "\n  ".join(found))
 
 
+def generates(model: nn.Module) -> bool:
+    """A transformers model with ``generate`` (a causal LM or an encoder-decoder)."""
+    return bool(getattr(model, "can_generate", lambda: False)())
+
+
+def generate_differences(entry: LibraryModel, compiled: nn.Module, eager: nn.Module, new_tokens: int = 4) -> list[str]:
+    """What differs between ``generate`` on the compiled model and on eager, from the entry's prompt (its ids,
+    and its attention mask if it has one): greedy decoding's tokens and every step's scores, twice (the
+    second call runs what the first built), then sampling with two seeds. Each step after the first brings
+    a cache and a one-token query the forward's first calls were not compiled for."""
+    args, kwargs = entry.inputs()
+    prompt = {"input_ids": args[0] if args else kwargs["input_ids"]}
+    if "attention_mask" in kwargs:
+        prompt["attention_mask"] = kwargs["attention_mask"]
+
+    def generate(model: nn.Module, seed: int, **how: Any) -> Any:
+        model.eval()
+        torch.manual_seed(seed)
+        with _foreground():
+            return model.generate(**prompt, max_new_tokens=new_tokens, pad_token_id=0, **how)
+
+    found = []
+    greedy = {"do_sample": False, "output_scores": True, "return_dict_in_generate": True}
+    for call in range(2):
+        got, want = generate(compiled, 0, **greedy), generate(eager, 0, **greedy)
+        if not torch.equal(got.sequences, want.sequences):
+            found.append(f"generate, greedy call {call + 1}: the tokens differ")
+        diff = output_difference(tuple(got.scores), tuple(want.scores))
+        if diff is not None:
+            found.append(f"generate, greedy call {call + 1}: the scores differ: {diff}")
+    for seed in range(2):
+        sampled = {"do_sample": True, "top_k": 5}
+        if not torch.equal(generate(compiled, seed, **sampled), generate(eager, seed, **sampled)):
+            found.append(f"generate, sampled with seed {seed}: the tokens differ")
+    return found
+
+
 def _line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return text[0] if text else ""
