@@ -19,6 +19,7 @@ import torch
 from .backend import RegionSpec
 from .backend.levels import SAFE_REUSE_RULE
 from .backend.levels import describe as describe_level
+from .language.module_plan import ABSENT
 
 # The values of the C++ DeviceType enum (torch/headeronly/core/DeviceType.h).
 DEVICE_TYPES = {"cpu": 0, "cuda": 1, "hip": 6, "xpu": 12, "mps": 13, "meta": 14}
@@ -191,6 +192,8 @@ class PlanResolver:
         """The method of `cls` the region compiled inline (checked at each call to still be there),
         or why the class's is another one."""
         found = next((k.__dict__[slot.name] for k in cls.__mro__ if slot.name in k.__dict__), None)
+        if slot.origin == ABSENT:  # getattr(obj, name, default) where obj had no such attribute: still none
+            return None if found is None else f"a {cls.__name__} whose class now has {slot.name}"
         if slot.origin == "torch":
             if getattr(found, "__module__", "").startswith("torch."):
                 return found
@@ -404,7 +407,9 @@ def _reads(plan: Any) -> tuple[str, ...]:
         checks = ["exact class"] if lay.cls is not None else []
         if lay.inline:
             checks.append("no hooks")
-        checks += [f"{s.name} not replaced" for s in lay.slots if s.how == "x"]
+        checks += [
+            f"{s.name} {'still absent' if s.origin == ABSENT else 'not replaced'}" for s in lay.slots if s.how == "x"
+        ]
         if any(s.how == "l" for s in lay.slots):
             names.append("its modules")
         what = ", ".join(names) or "nothing"

@@ -11,6 +11,7 @@ import types
 
 import pytest
 import torch
+from torch import nn
 
 import ppy_magic
 from ppy_magic import variants
@@ -395,6 +396,46 @@ def test_a_config_whose_class_decides_its_reads_is_read_as_python_reads_it():
                 m(x)
     text = str(ppy_magic.explain(ppy_magic.library.compiled_methods(model)["forward"].region))
     assert "read in Python just before line" in text and "self.config.factor" in text, text
+
+
+def test_getattr_with_a_default_reads_the_attribute_or_compiles_the_default_while_it_stays_absent():
+    """``getattr(obj, "name", default)``: where the call's object has the attribute, it is read as ``obj.name``;
+    where it has none, the default is compiled in and the object's layout checks at each call that it still
+    has none (in its __dict__, its class, a module's submodules): one that gains it runs as Python does."""
+
+    class Config:
+        def __init__(self, **fields):
+            self.__dict__.update(fields)
+
+    torch.manual_seed(0)
+    model, eager = lib.Defaults(Config(scale=2.0)), lib.Defaults(Config(scale=2.0))
+    eager.load_state_dict(model.state_dict())
+    ppy_magic.compile(model)
+    x = torch.randn(2, 5, 16)
+
+    def same() -> None:
+        with variants.blocking(), torch.no_grad():
+            for _ in range(2):
+                assert torch.equal(model(x), eager(x))
+
+    same()
+    region = ppy_magic.library.compiled_methods(model)["forward"].region
+    assert region.__ppy_region__ and "break" not in str(ppy_magic.explain(region))
+    calls = region.calls
+    same()
+    assert region.calls == calls + 2  # the region ran
+    for m in (model, eager):  # the instance gains the fields
+        m.config.use_shift, m.config.shift = True, 0.5
+    same()
+    assert torch.equal(model(x), eager.proj(x) * 2.0 + 0.5)
+    Config.scale = 5.0  # the class gains one (the instance's own still wins)
+    del model.config.scale, eager.config.scale
+    same()
+    assert torch.equal(model(x), eager.proj(x) * 5.0 + 0.5)
+    torch.manual_seed(1)
+    model.extra = nn.Linear(16, 16)  # a submodule the default was None for
+    eager.extra = copy.deepcopy(model.extra)
+    same()
 
 
 @pytest.mark.parametrize(

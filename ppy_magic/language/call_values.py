@@ -29,6 +29,7 @@ from torch import nn
 from . import einops_forms
 from .attr_types import NONE, ClassRef, ModType, Scalar, Unknown
 from .ir import Kind
+from .module_plan import ABSENT
 
 # The run-time kinds of a call's values (exact types: a subclass is not the kind).
 _RUNTIME = {
@@ -184,6 +185,31 @@ def _stored(obj: Any, name: str) -> tuple[bool, Any]:
             if name in d.get(where, {}):
                 return True, d[where][name]
     return False, "it does not exist"
+
+
+STORED = "stored"  # what getattr(obj, name, default) finds, or ABSENT
+
+
+def getattr_finds(obj: Any, name: str) -> str:
+    """What ``getattr(obj, name, default)`` finds in `obj`, where a region can tell it at each call: STORED (a
+    value the runtime reads as Python does, ``lookup``), ABSENT (nothing: no such name in the instance
+    ``__dict__``, in the class's MRO, or, for a module, among its parameters, buffers and submodules, which
+    a layout checks at each call), or why neither holds (a property, whose getter may raise AttributeError,
+    which getattr turns into the default; a ``__getattr__`` of the class's own)."""
+    missing = object()
+    hook = next((k.__dict__["__getattr__"] for k in type(obj).__mro__ if "__getattr__" in k.__dict__), None)
+    if hook is not None and hook is not nn.Module.__getattr__:
+        return "its class has a __getattr__ of its own"
+    try:
+        value = getattr(obj, name, missing)
+    except Exception as exc:  # noqa: BLE001 - Python raises it there; the region would not
+        return f"reading it raises {type(exc).__name__}"
+    if value is not missing:
+        found, why = lookup(obj, name)
+        return STORED if found else why
+    if _stored(obj, name) != (False, "it does not exist"):
+        return "its class's __getattribute__ hides a value it holds"
+    return ABSENT
 
 
 def property_getter(obj: Any, name: str) -> types.FunctionType | None:

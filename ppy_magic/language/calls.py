@@ -233,6 +233,8 @@ class CallCompiler:
             return made
         if fn is type and len(args) == 1 and not kwargs and isinstance(args[0], ModuleValue):
             return self.class_of(node, args[0])
+        if fn is getattr:
+            return self.getattr_call(node, args, kwargs)
         if fn in (len, int, float, bool, str, abs, min, max, isinstance):
             return self.builtin_call(node, fn, args, kwargs)
         if fn is slice and not kwargs and 1 <= len(args) <= 3:  # an index item, as `a:b:c` is

@@ -14,9 +14,10 @@ import builtins
 from typing import Any
 
 from ..torchlib import ops, torch_source
-from . import ir
+from . import call_values, ir
 from .calls import SETTING_ATTRIBUTES
 from .ir import Kind
+from .module_plan import ABSENT, METHOD, Slot
 from .modules import dotted
 from .values import (
     FLOAT_BINOPS,
@@ -40,6 +41,7 @@ from .values import (
 )
 
 NUMBERS = (*ir.SCALAR_KINDS, Kind.NUMBER)
+_MISSING = object()
 NUMBER_BINOPS = {
     ast.Add: "number_add",
     ast.Sub: "number_sub",
@@ -103,7 +105,10 @@ class ExpressionCompiler:
         key = dotted(node)
         if key is not None and key in self.locals and not isinstance(self.locals[key], Unbound):
             return self.locals[key]  # narrowed by `if self.x is not None:`
-        base = self.visit(node.value)
+        return self.attribute_of(node, self.visit(node.value))
+
+    def attribute_of(self, node: ast.Attribute, base: Any) -> Any:
+        """`node.attr` of `base`, the value `node.value` has."""
         if isinstance(base, PendingObject):  # self.config.block_size: self.config is an object
             base = self.pending_object(node, base)
         elif isinstance(base, Unbound):
@@ -129,6 +134,40 @@ class ExpressionCompiler:
         if isinstance(base, ir.Tup) or kind in ir.SEQUENCE_KINDS:
             return self.list_attribute(node, base)
         raise self.error(node, f"attribute `.{node.attr}` of {ops.describe(base)} is not supported in a region")
+
+    def getattr_call(self, node: ast.Call, args: list, kwargs: dict) -> Any:
+        """``getattr(obj, "name"[, default])`` with the name known when compiling: ``obj.name``. Where the
+        object the call brought has no such attribute, the default; the object's layout then checks at each
+        call that it still has none (``call_values.getattr_finds``). An object compiled in is asked when
+        compiling, as its attributes are."""
+        name = args[1] if len(args) in (2, 3) and len(node.args) == len(args) and not kwargs else None
+        if not (isinstance(name, ir.Const) and name.kind == Kind.STR) or isinstance(node.args[0], ast.Starred):
+            raise self.error(node, "getattr() with a name known only at run time is not supported in a region")
+        attr = ast.copy_location(ast.Attribute(value=node.args[0], attr=name.value, ctx=ast.Load()), node)
+        ast.fix_missing_locations(attr)
+        key = dotted(attr)
+        if key is not None and key in self.locals and not isinstance(self.locals[key], Unbound):
+            return self.locals[key]
+        obj = self.pending_object(node, args[0]) if isinstance(args[0], PendingObject) else args[0]
+        if len(args) == 3 and isinstance(obj, Static):
+            try:
+                found = getattr(obj.value, name.value, _MISSING)
+            except Exception as exc:  # noqa: BLE001 - Python raises it there
+                raise self.error(node, f"getattr() raises {type(exc).__name__} when compiling") from None
+            if found is _MISSING:
+                return args[2]
+        if len(args) == 3 and isinstance(obj, ModuleValue):
+            if obj.sample is None:
+                raise self.error(node, "getattr() with a default of an object the region reads is not supported")
+            finds = call_values.getattr_finds(obj.sample, name.value)
+            if finds == ABSENT:
+                self.layout(obj.mtype).slot(Slot(name.value, METHOD, "-", origin=ABSENT))
+                return args[2]
+            if finds != call_values.STORED:
+                raise self.error(node, f"getattr({ast.unparse(node.args[0])}, {name.value!r}, ...): {finds}")
+        elif len(args) == 3 and not isinstance(obj, Static):
+            raise self.error(node, f"getattr() with a default of {ops.describe(obj)} is not supported in a region")
+        return self.attribute_of(attr, obj)
 
     _TENSOR_PROPERTIES = {"T": "numpy_T", "mT": "mT", "H": "matrix_H", "mH": "mH"}  # ATen ops
     _TENSOR_ATTRIBUTES = {  # intrinsics

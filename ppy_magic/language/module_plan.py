@@ -21,6 +21,7 @@ from .ir import Kind
 # (a check), all of _modules (a list), or a method the region runs inline (a check: the class's
 # is the one compiled, and the instance __dict__ does not hide it).
 ATTRIBUTE, KEY, POSITION, LENGTH, ALL, METHOD = "a", "k", "p", "n", "l", "x"
+ABSENT = "absent"  # a METHOD slot's origin: the attribute is not there (getattr's default was compiled in)
 SCALAR_CODES = {
     Kind.TENSOR: "T",
     Kind.FLOAT: "f",

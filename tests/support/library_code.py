@@ -345,3 +345,22 @@ def doubled_unless_scripting(x):
     if torch.jit.is_scripting() or x.is_nested:
         return x
     return x * 2
+
+
+class Defaults(nn.Module):
+    """Reads optional fields of its config, and an optional submodule, with getattr(obj, name, default), as
+    library code does."""
+
+    def __init__(self, config, dim=16):
+        super().__init__()
+        self.config = config
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        h = self.proj(x) * getattr(self.config, "scale", 1.0)
+        if getattr(self.config, "use_shift", False):
+            h = h + getattr(self.config, "shift")  # noqa: B009 - the two-argument form, as library code writes it
+        extra = getattr(self, "extra", None)
+        if extra is not None:
+            h = extra(h)
+        return h

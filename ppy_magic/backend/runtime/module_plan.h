@@ -23,12 +23,13 @@ namespace ppy_modules {
 
 struct SlotPlan {
   PyObject* name = nullptr;  // interned str (owned)
-  char how = 'a';            // 'a' attribute, 'k' key, 'p' position, 'n' length, 'l' all, 'x' absent
+  char how = 'a';            // 'a' attribute, 'k' key, 'p' position, 'n' length, 'l' all, 'x' a method check
   char kind = 'T';           // T O f i b s I J Q N M U m -, K (a value the region was specialised for)
   bool optional = false;     // the value may be None
   std::vector<int> subs;     // layouts (-1: None)
   Py_ssize_t pos = 0;
-  PyObject* expected = nullptr;  // 'x': the method the region runs inline; kind 'K': the value (owned)
+  PyObject* expected = nullptr;  // 'x': the method the region runs inline (none: the name must be absent);
+                                 // kind 'K': the value (owned)
 };
 
 struct LayoutPlan {
@@ -354,6 +355,12 @@ class Reader {
                            std::to_string(s.pos));
           continue;
         case 'x':
+          if (!s.expected) {  // getattr(obj, name, default) compiled as its default: still no such attribute
+            std::string why;
+            if (lookup(obj, dict, s.name, L.module, why) || why != "does not exist")
+              return trail("." + str(s.name), "exists now; the region was compiled for its absence (getattr's default)");
+            continue;
+          }
           if (PyObject* own = dict_item(dict, s.name); own && !compiled_binding(obj, own, s.name))
             return trail("." + str(s.name), "is set on the instance, over the compiled method");
           if (_PyType_Lookup(Py_TYPE(obj), s.name) != s.expected)
