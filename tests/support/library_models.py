@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
+import random
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -743,12 +744,14 @@ def default_compile() -> CompileFn:
 
 
 def pair(entry: LibraryModel, compile_fn: CompileFn | None = None, dropout: Mapping[str, float] | None = None):
-    """(compiled, eager, args, kwargs): one model built from the entry's seed, a deep copy of it kept eager,
-    and the original compiled with `compile_fn` (``ppy_magic.compile`` by default). The compiled side is
-    whatever `compile_fn` returned."""
+    """(compiled, eager, args, kwargs): the model built twice from the entry's seed, one kept eager, the other
+    compiled with `compile_fn` (``ppy_magic.compile`` by default). The compiled side is whatever `compile_fn`
+    returned. Built twice, not deep-copied: ``deepcopy`` shares functions, so a lambda a model keeps on
+    itself (x-transformers' tied ``to_logits``) would read the original's weights from the copy."""
     compile_fn = compile_fn or default_compile()
     model, args, kwargs = entry.build(dropout=dropout)
-    eager = copy.deepcopy(model)
+    eager = entry.build(dropout=dropout)[0]
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), eager.state_dict().values(), strict=True))
     compiled = compile_fn(model)
     return compiled, eager, args, kwargs
 
@@ -761,11 +764,13 @@ def _foreground():
 
 
 def call(model: nn.Module, args: tuple, kwargs: dict, *, train: bool, grad: bool, seed: int) -> tuple[Any, Any]:
-    """One forward: the model in train or eval mode, the global RNG seeded, the inputs deep-copied (so a
-    model that writes its inputs cannot reach the other side's); (output, RNG state after)."""
+    """One forward: the model in train or eval mode, the global RNGs seeded (torch's, and Python's ``random``,
+    which x-transformers' layer dropout draws from), the inputs deep-copied (so a model that writes its inputs
+    cannot reach the other side's); (output, torch's RNG state after)."""
     model.train(train)
     args, kwargs = copy.deepcopy((args, kwargs))
     torch.manual_seed(seed)
+    random.seed(seed)
     with torch.set_grad_enabled(grad), _foreground():
         out = model(*args, **kwargs)
     return out, torch.get_rng_state()

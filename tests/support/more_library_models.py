@@ -5,7 +5,11 @@ Each is an unmodified library class built from a tiny config (32 features, 2 lay
 sequences of 8, 16-pixel images; dropout 0.1 where the config has a single knob for it), with random weights
 from ``library_models.SEED``. The table gives, per model, the config and model class names and the config's
 keywords; the inputs are the shared ones of ``library_models`` (a causal LM's ids and labels, an encoder's
-ids and attention mask, an image).
+ids and attention mask, an image). Besides transformers' decoders, encoders, mixtures of experts (OLMoE,
+Qwen3-MoE, DeepSeek-V3, gpt-oss), Mamba and vision models: x-transformers' decoder with its README's options
+a few at a time (rotary, ALiBi, relative and dynamic position biases, memory tokens, macaron, residual
+attention, token shift, tied embeddings, value residuals, post-norm, layer dropout), and diffusers' VQ and
+tiny autoencoders, Transformer2DModel, SD3's and Flux's transformers.
 """
 
 from __future__ import annotations
@@ -136,6 +140,100 @@ def _x_vit(dropout: Mapping[str, float]) -> nn.Module:
 
 
 _X_DROP = {"attn_dropout": DROPOUT, "ff_dropout": DROPOUT}
+
+_MOE = {**_DECODER, "num_local_experts": 4, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32}
+
+
+def _x_decoder(
+    flags: Mapping[str, Any], wrapper: Mapping[str, Any] | None = None
+) -> Callable[[Mapping[str, float]], nn.Module]:
+    """x-transformers' TransformerWrapper(Decoder(...)) with some of its README's options."""
+
+    def make(dropout: Mapping[str, float]) -> nn.Module:
+        from x_transformers import Decoder, TransformerWrapper
+
+        layers = Decoder(dim=32, depth=2, heads=2, **flags, **dropout)
+        return TransformerWrapper(num_tokens=VOCAB, max_seq_len=16, attn_layers=layers, **(wrapper or {}))
+
+    return make
+
+
+def _x_inputs() -> Inputs:
+    return (_ids(),), {}
+
+
+# x-transformers' options, a few per model: each model takes other branches of the same forward.
+_X_OPTIONS = {
+    "x-llama": (
+        {"rotary_pos_emb": True, "ff_glu": True, "ff_swish": True, "use_rmsnorm": True, "attn_kv_heads": 1},
+        {},
+    ),
+    "x-flash": ({"attn_flash": True, "rotary_pos_emb": True, "rotary_xpos": True}, {}),
+    "x-alibi": (
+        {"alibi_pos_bias": True, "alibi_num_heads": 1, "attn_num_mem_kv": 2, "sandwich_norm": True},
+        {"num_memory_tokens": 2},
+    ),
+    "x-relpos": (
+        {"rel_pos_bias": True, "macaron": True, "residual_attn": True, "shift_tokens": 1, "attn_qk_norm": True},
+        {},
+    ),
+    "x-dynpos": (
+        {
+            "dynamic_pos_bias": True,
+            "gate_residual": True,
+            "scale_residual": True,
+            "ff_post_act_ln": True,
+            "attn_head_scale": True,
+            "attn_on_attn": True,
+        },
+        {},
+    ),
+    "x-tied": ({"use_scalenorm": True}, {"tie_embedding": True, "l2norm_embed": True, "post_emb_norm": True}),
+    "x-value": ({"add_value_residual": True, "unet_skips": True, "attn_softclamp_logits": True}, {}),
+    "x-postnorm": ({"pre_norm": False, "attn_gate_values": True, "ff_no_bias": True}, {}),
+    "x-layerdrop": (
+        {"layer_dropout": 0.1, "attn_sparse_topk": 4, "use_simple_rmsnorm": True},
+        {"emb_dropout": DROPOUT},
+    ),
+}
+
+
+def _diffusers(model: str, **config: Any) -> Callable[[Mapping[str, float]], nn.Module]:
+    def make(dropout: Mapping[str, float]) -> nn.Module:
+        import diffusers
+
+        return getattr(diffusers, model)(**config, **dropout)
+
+    return make
+
+
+def _t2d_inputs() -> Inputs:
+    g = _gen()
+    return (torch.randn(1, 4, 8, 8, generator=g),), {"encoder_hidden_states": torch.randn(1, 5, 16, generator=g)}
+
+
+def _sd3_inputs() -> Inputs:
+    g = _gen()
+    return (torch.randn(1, 4, 8, 8, generator=g),), {
+        "encoder_hidden_states": torch.randn(1, 5, 16, generator=g),
+        "pooled_projections": torch.randn(1, 8, generator=g),
+        "timestep": torch.tensor([3]),
+    }
+
+
+def _flux_inputs() -> Inputs:
+    g = _gen()
+    return (torch.randn(1, 16, 4, generator=g),), {
+        "encoder_hidden_states": torch.randn(1, 5, 16, generator=g),
+        "pooled_projections": torch.randn(1, 8, generator=g),
+        "timestep": torch.tensor([0.5]),
+        "img_ids": torch.zeros(16, 3),
+        "txt_ids": torch.zeros(5, 3),
+    }
+
+
+_VAE_BLOCKS = {"block_out_channels": (8, 16), "norm_num_groups": 4, "latent_channels": 4}
+
 
 MORE_MODELS: tuple[LibraryModel, ...] = (
     _hf("mistral", "MistralConfig", "MistralForCausalLM", _DECODER, dropout="attention_dropout"),
@@ -294,6 +392,206 @@ MORE_MODELS: tuple[LibraryModel, ...] = (
     LibraryModel("x-continuous", "x-transformers", _x_continuous, _x_continuous_inputs, decoder=True, dropout=_X_DROP),
     LibraryModel("x-enc-dec", "x-transformers", _x_enc_dec, _x_enc_dec_inputs, decoder=False),
     LibraryModel("x-vit", "x-transformers", _x_vit, _image_inputs, decoder=False, dropout=_X_DROP),
+    # Decoders, mixtures of experts, state-space and vision models of later transformers releases.
+    _hf("phi3", "Phi3Config", "Phi3ForCausalLM", {**_DECODER, "pad_token_id": 0}),
+    _hf("granite", "GraniteConfig", "GraniteForCausalLM", _DECODER, dropout="attention_dropout"),
+    _hf("cohere", "CohereConfig", "CohereForCausalLM", _DECODER),
+    _hf("cohere2", "Cohere2Config", "Cohere2ForCausalLM", _DECODER),
+    _hf("olmo2", "Olmo2Config", "Olmo2ForCausalLM", _DECODER),
+    _hf("smollm3", "SmolLM3Config", "SmolLM3ForCausalLM", _DECODER),
+    _hf("glm4", "Glm4Config", "Glm4ForCausalLM", {**_DECODER, "head_dim": 16}),
+    _hf("helium", "HeliumConfig", "HeliumForCausalLM", {**_DECODER, "head_dim": 16}),
+    _hf("exaone4", "Exaone4Config", "Exaone4ForCausalLM", _DECODER),
+    _hf("arcee", "ArceeConfig", "ArceeForCausalLM", _DECODER),
+    _hf("persimmon", "PersimmonConfig", "PersimmonForCausalLM", {**_DECODER, "num_key_value_heads": 2}),
+    _hf(
+        "gpt-neo",
+        "GPTNeoConfig",
+        "GPTNeoForCausalLM",
+        {
+            "hidden_size": 32,
+            "num_layers": 2,
+            "num_heads": 2,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 16,
+            "attention_types": [[["global", "local"], 1]],
+            "window_size": 4,
+            **_SPECIAL,
+        },
+    ),
+    _hf(
+        "mpt",
+        "MptConfig",
+        "MptForCausalLM",
+        {"d_model": 32, "n_layers": 2, "n_heads": 2, "vocab_size": VOCAB, "max_seq_len": 16},
+    ),
+    _hf(
+        "xglm",
+        "XGLMConfig",
+        "XGLMForCausalLM",
+        {
+            "d_model": 32,
+            "num_layers": 2,
+            "attention_heads": 2,
+            "ffn_dim": 64,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 16,
+            **_SPECIAL,
+        },
+    ),
+    _hf("biogpt", "BioGptConfig", "BioGptForCausalLM", {**_ENCODER, **_SPECIAL}),
+    _hf("olmoe", "OlmoeConfig", "OlmoeForCausalLM", _MOE),
+    _hf("qwen3-moe", "Qwen3MoeConfig", "Qwen3MoeForCausalLM", _MOE),
+    _hf("granite-moe", "GraniteMoeConfig", "GraniteMoeForCausalLM", _MOE),
+    _hf(
+        "deepseek-v3",
+        "DeepseekV3Config",
+        "DeepseekV3ForCausalLM",
+        {
+            **_MOE,
+            "n_routed_experts": 4,
+            "first_k_dense_replace": 1,
+            "kv_lora_rank": 16,
+            "q_lora_rank": 16,
+            "qk_rope_head_dim": 8,
+            "qk_nope_head_dim": 8,
+            "v_head_dim": 16,
+            "n_group": 1,
+            "topk_group": 1,
+            "num_key_value_heads": 2,
+        },
+    ),
+    _hf("gpt-oss", "GptOssConfig", "GptOssForCausalLM", {**_MOE, "head_dim": 16, "sliding_window": 4}),
+    _hf(
+        "mamba",
+        "MambaConfig",
+        "MambaForCausalLM",
+        {"hidden_size": 32, "num_hidden_layers": 2, "vocab_size": VOCAB, "state_size": 4, "expand": 2, **_SPECIAL},
+    ),
+    _hf(
+        "xlm-roberta",
+        "XLMRobertaConfig",
+        "XLMRobertaModel",
+        {**_ENCODER, "max_position_embeddings": 24},
+        dropout="hidden_dropout_prob",
+        inputs=_encoder_inputs,
+    ),
+    _hf(
+        "megatron-bert",
+        "MegatronBertConfig",
+        "MegatronBertModel",
+        _ENCODER,
+        dropout="hidden_dropout_prob",
+        inputs=_encoder_inputs,
+    ),
+    _hf(
+        "dinov2",
+        "Dinov2Config",
+        "Dinov2Model",
+        {
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "image_size": 16,
+            "patch_size": 4,
+            "mlp_ratio": 2,
+        },
+        inputs=_image_inputs,
+    ),
+    _hf("beit", "BeitConfig", "BeitModel", {**_ENCODER, "image_size": 16, "patch_size": 4}, inputs=_image_inputs),
+    _hf(
+        "resnet",
+        "ResNetConfig",
+        "ResNetModel",
+        {"embedding_size": 8, "hidden_sizes": [8, 16], "depths": [1, 1]},
+        inputs=_image_inputs,
+    ),
+    *(
+        LibraryModel(name, "x-transformers", _x_decoder(*options), _x_inputs, decoder=True, dropout=_X_DROP)
+        for name, options in _X_OPTIONS.items()
+    ),
+    LibraryModel(
+        "vq",
+        "diffusers",
+        _diffusers(
+            "VQModel",
+            down_block_types=("DownEncoderBlock2D",) * 2,
+            up_block_types=("UpDecoderBlock2D",) * 2,
+            num_vq_embeddings=16,
+            vq_embed_dim=4,
+            **_VAE_BLOCKS,
+        ),
+        _image_inputs,
+        decoder=False,
+    ),
+    LibraryModel(
+        "vae-tiny",
+        "diffusers",
+        _diffusers(
+            "AutoencoderTiny",
+            encoder_block_out_channels=(8, 8),
+            decoder_block_out_channels=(8, 8),
+            num_encoder_blocks=(1, 1),
+            num_decoder_blocks=(1, 1),
+            latent_channels=4,
+        ),
+        _image_inputs,
+        decoder=False,
+    ),
+    LibraryModel(
+        "transformer-2d",
+        "diffusers",
+        _diffusers(
+            "Transformer2DModel",
+            num_attention_heads=2,
+            attention_head_dim=8,
+            in_channels=4,
+            num_layers=1,
+            norm_num_groups=4,
+            cross_attention_dim=16,
+        ),
+        _t2d_inputs,
+        decoder=False,
+        dropout={"dropout": DROPOUT},
+    ),
+    LibraryModel(
+        "sd3",
+        "diffusers",
+        _diffusers(
+            "SD3Transformer2DModel",
+            sample_size=8,
+            patch_size=2,
+            in_channels=4,
+            num_layers=1,
+            attention_head_dim=8,
+            num_attention_heads=2,
+            joint_attention_dim=16,
+            caption_projection_dim=16,
+            pooled_projection_dim=8,
+            out_channels=4,
+            pos_embed_max_size=16,
+        ),
+        _sd3_inputs,
+        decoder=False,
+    ),
+    LibraryModel(
+        "flux",
+        "diffusers",
+        _diffusers(
+            "FluxTransformer2DModel",
+            patch_size=1,
+            in_channels=4,
+            num_layers=1,
+            num_single_layers=1,
+            attention_head_dim=8,
+            num_attention_heads=2,
+            joint_attention_dim=16,
+            pooled_projection_dim=8,
+            axes_dims_rope=(2, 2, 4),
+        ),
+        _flux_inputs,
+        decoder=False,
+    ),
 )
 
 BY_NAME: dict[str, LibraryModel] = {m.name: m for m in MORE_MODELS}
