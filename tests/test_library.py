@@ -398,6 +398,22 @@ def test_a_config_whose_class_decides_its_reads_is_read_as_python_reads_it():
     assert "read in Python just before line" in text and "self.config.factor" in text, text
 
 
+def test_a_class_whose_base_has_only_a_wrapped_classmethod_compiles():
+    """A base class is found in its file through the function its decorators wrap (a classmethod under
+    ``torch.no_grad()``, whose wrapper's code is torch's): its subclasses' forwards compile."""
+    torch.manual_seed(0)
+    model = lib.FromLegacy.build()
+    eager = lib.FromLegacy()
+    eager.load_state_dict(model.state_dict())
+    ppy_magic.compile(model)
+    x = torch.randn(2, 16)
+    with variants.blocking():
+        for _ in range(2):
+            assert torch.equal(model(x), eager(x))
+    region = ppy_magic.library.compiled_methods(model)["forward"].region
+    assert region.__ppy_region__, str(ppy_magic.explain(region))
+
+
 def test_getattr_with_a_default_reads_the_attribute_or_compiles_the_default_while_it_stays_absent():
     """``getattr(obj, "name", default)``: where the call's object has the attribute, it is read as ``obj.name``;
     where it has none, the default is compiled in and the object's layout checks at each call that it still

@@ -366,12 +366,15 @@ def class_source(cls: type) -> tuple[ast.ClassDef, str, list[str]] | None:
     from .source import file_tree
 
     for value in vars(cls).values():
-        code = getattr(getattr(value, "__wrapped__", value), "__code__", None)
-        if code is None:
+        # A method under decorators (a classmethod under diffusers' hub-argument check): the function written
+        # in the class body, not a wrapper whose code is another file's.
+        try:
+            code = getattr(inspect.unwrap(getattr(value, "__func__", value)), "__code__", None)
+        except ValueError:  # a cycle of __wrapped__
             continue
-        parsed = file_tree(code.co_filename)  # parsed once per file
+        parsed = file_tree(code.co_filename) if code is not None else None  # parsed once per file
         if parsed is None:
-            return None
+            continue
         tree, lines = parsed
         for node in ast.walk(tree):
             if (
@@ -380,12 +383,12 @@ def class_source(cls: type) -> tuple[ast.ClassDef, str, list[str]] | None:
                 and node.lineno <= code.co_firstlineno <= (node.end_lineno or node.lineno)
             ):
                 return node, code.co_filename, lines
-        return None
     return _class_in_module_file(cls)
 
 
 def _class_in_module_file(cls: type) -> tuple[ast.ClassDef, str, list[str]] | None:
-    """A class whose body holds no function (attributes only): found by its qualified name in its module's file."""
+    """A class no method's code leads to (attributes only, or functions C wraps): by its qualified name in its
+    module's file."""
     from .source import file_tree
 
     filename = getattr(sys.modules.get(cls.__module__), "__file__", None)
