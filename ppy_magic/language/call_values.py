@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import types
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,16 +154,33 @@ def lookup(obj: Any, name: str) -> tuple[bool, Any]:
     attribute that is not a descriptor, a module's parameters, buffers and submodules. (False, why) elsewhere,
     and where the class's own ``__getattribute__`` gives Python another value (or raises) for it."""
     found, value = _stored(obj, name)
-    if found and type(obj).__getattribute__ is not object.__getattribute__:
-        # transformers' configs remap names and raise for per-layer fields of heterogeneous configs: the
-        # region reads what is stored, so it may do so only where Python reads the same object.
+    hook = _read_hook(obj, name) if found else None
+    if hook is not None:
+        # transformers' configs remap names and raise for per-layer fields of heterogeneous configs; diffusers'
+        # models answer config fields from __getattr__: the region reads what is stored, so it may do so only
+        # where Python reads the same object.
         try:
-            seen = getattr(obj, name)
+            with warnings.catch_warnings():  # a deprecation warning the read would give (diffusers' config fields)
+                warnings.simplefilter("ignore")
+                seen = getattr(obj, name)
         except Exception as exc:  # noqa: BLE001 - whatever it raises, Python raises it and the region would not
-            return False, f"its class's __getattribute__ raises {type(exc).__name__} for it"
+            return False, f"its class's {hook} raises {type(exc).__name__} for it"
         if seen is not value:
-            return False, "its class's __getattribute__ gives Python another value than the one stored"
+            return False, f"its class's {hook} gives Python another value than the one stored"
     return found, value
+
+
+def _read_hook(obj: Any, name: str) -> str | None:
+    """The method of `obj`'s class that Python's read of ``obj.<name>`` runs: its own ``__getattribute__``, or
+    its own ``__getattr__`` where the name is past the instance ``__dict__`` and the class (a module's
+    parameters, buffers and submodules); None where it runs neither."""
+    cls = type(obj)
+    if cls.__getattribute__ is not object.__getattribute__:
+        return "__getattribute__"
+    own = getattr(cls, "__getattr__", None)
+    if own is None or own is nn.Module.__getattr__ or name in (getattr(obj, "__dict__", None) or {}):
+        return None
+    return None if any(name in k.__dict__ for k in cls.__mro__) else "__getattr__"
 
 
 def _stored(obj: Any, name: str) -> tuple[bool, Any]:

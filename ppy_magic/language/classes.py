@@ -70,6 +70,10 @@ class ClassModel:
     defined: set[str] = field(default_factory=set)  # names the class body (or a base) defines
     problem: str | None = None  # why instances of it cannot be read by a region
     call_problem: str | None = None  # why a region cannot call its instances inline (a __call__ of its own)
+    # A __getattr__ of its own (diffusers' ModelMixin's): only a call's objects are read, each attribute found
+    # past the instance and the class checked when compiling to be what that __getattr__ gives
+    # (``call_values.lookup``)
+    own_getattr: bool = False
 
     def attr(self, name: str) -> AttrType | None:
         return self.attrs.get(name)
@@ -152,6 +156,7 @@ class Classes:
             if base.problem and not model.problem:
                 model.problem = base.problem
             model.call_problem = model.call_problem or base.call_problem
+            model.own_getattr = model.own_getattr or base.own_getattr
         for base in bases:  # inherited first, the class's own override them
             model.attrs.update(base.attrs)
             model.methods.update(base.methods)
@@ -163,6 +168,8 @@ class Classes:
             if any(isinstance(s, ast.FunctionDef) and s.name == name for s in cdef.body):
                 if name == "__call__":
                     model.call_problem = "it defines __call__"
+                elif exists and name == "__getattr__":
+                    model.own_getattr = True
                 elif not (exists and name == "__setattr__"):
                     model.problem = f"it defines {name}"
         # class-level annotations and names

@@ -73,6 +73,10 @@ class ModuleCompiler:
         if mv.sample is not None:
             return self.sampled_attribute(node, mv, name, path)
         model = self.module_model(node, mv)
+        if model is not None and model.own_getattr:
+            raise self.error(
+                node, f"`{path}`: {m.cls.name} has a __getattr__ of its own, read only from a call's object"
+            )
         if m.cls is None:  # a plain object (a config): its fields' kinds come from a dataclass
             from .self_assignments import field_type
 
