@@ -403,14 +403,7 @@ def test_a_module_class_with_its_own_getattr_is_read_as_python_reads_it():
     nn.Module's): its forward compiles, each submodule checked when compiling to be what Python's read gives;
     where its __getattr__ answers a submodule's name with something else, the read is Python's (and so is
     the error)."""
-    torch.manual_seed(0)
-    model, eager = lib.Answered(), lib.Answered()
-    eager.load_state_dict(model.state_dict())
-    ppy_magic.compile(model)
-    x = torch.randn(2, 16)
-    with variants.blocking():
-        for _ in range(2):
-            assert torch.equal(model(x), eager(x))
+    model, _, x = _settled_twin(lib.Answered)
     region = ppy_magic.library.compiled_methods(model)["forward"].region
     assert region.__ppy_region__ and "break" not in str(ppy_magic.explain(region)), str(ppy_magic.explain(region))
     shadowed = ppy_magic.compile(lib.Answered(proj=3.0))  # its __getattr__ answers `proj` with the config's 3.0
@@ -422,15 +415,7 @@ def test_a_module_class_with_its_own_getattr_is_read_as_python_reads_it():
 def test_a_class_whose_base_has_only_a_wrapped_classmethod_compiles():
     """A base class is found in its file through the function its decorators wrap (a classmethod under
     ``torch.no_grad()``, whose wrapper's code is torch's): its subclasses' forwards compile."""
-    torch.manual_seed(0)
-    model = lib.FromLegacy.build()
-    eager = lib.FromLegacy()
-    eager.load_state_dict(model.state_dict())
-    ppy_magic.compile(model)
-    x = torch.randn(2, 16)
-    with variants.blocking():
-        for _ in range(2):
-            assert torch.equal(model(x), eager(x))
+    model, _, _ = _settled_twin(lib.FromLegacy)
     region = ppy_magic.library.compiled_methods(model)["forward"].region
     assert region.__ppy_region__, str(ppy_magic.explain(region))
 

@@ -177,10 +177,15 @@ def _read_hook(obj: Any, name: str) -> str | None:
     cls = type(obj)
     if cls.__getattribute__ is not object.__getattribute__:
         return "__getattribute__"
-    own = getattr(cls, "__getattr__", None)
-    if own is None or own is nn.Module.__getattr__ or name in (getattr(obj, "__dict__", None) or {}):
+    if not _own_getattr(cls) or name in (getattr(obj, "__dict__", None) or {}):
         return None
     return None if any(name in k.__dict__ for k in cls.__mro__) else "__getattr__"
+
+
+def _own_getattr(cls: type) -> bool:
+    """Whether `cls` has a ``__getattr__`` other than nn.Module's (which reads parameters, buffers and
+    submodules, as the runtime does)."""
+    return getattr(cls, "__getattr__", nn.Module.__getattr__) is not nn.Module.__getattr__
 
 
 def _stored(obj: Any, name: str) -> tuple[bool, Any]:
@@ -215,8 +220,7 @@ def getattr_finds(obj: Any, name: str) -> str:
     a layout checks at each call), or why neither holds (a property, whose getter may raise AttributeError,
     which getattr turns into the default; a ``__getattr__`` of the class's own)."""
     missing = object()
-    hook = next((k.__dict__["__getattr__"] for k in type(obj).__mro__ if "__getattr__" in k.__dict__), None)
-    if hook is not None and hook is not nn.Module.__getattr__:
+    if _own_getattr(type(obj)):
         return "its class has a __getattr__ of its own"
     try:
         value = getattr(obj, name, missing)
