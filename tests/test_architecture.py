@@ -202,6 +202,40 @@ def test_no_module_is_over_600_lines():
     assert max(sizes.values()) > MAX_LINES // 2  # the sizes were read
 
 
+def mixin_collisions(cls: type, allowed_base: type) -> dict[str, list[str]]:
+    """Names that more than one of `cls`'s mixins define (their own ``__dunder__`` names and overrides of
+    `allowed_base`'s methods aside): the class sees only the first, so the others' callers get the wrong one."""
+    owners: dict[str, list[str]] = {}
+    for base in cls.__mro__[1:]:
+        if base is allowed_base or base is object:
+            continue
+        for name in vars(base):
+            if not (name.startswith("__") or hasattr(allowed_base, name)):
+                owners.setdefault(name, []).append(base.__name__)
+    return {name: bases for name, bases in owners.items() if len(bases) > 1}
+
+
+def test_no_two_mixins_of_the_function_compiler_define_the_same_name():
+    from ppy_magic.language.function import FunctionCompiler
+
+    clashes = mixin_collisions(FunctionCompiler, ast.NodeVisitor)
+    assert not clashes, f"methods defined by more than one mixin (rename one): {clashes}"
+    assert len(FunctionCompiler.__mro__) > 10  # the mixins were read
+
+
+def test_the_mixin_check_finds_a_clash():
+    class First:
+        def narrowed(self, node): ...
+
+    class Second:
+        def narrowed(self, value, not_none): ...
+
+    class Both(First, Second, ast.NodeVisitor):
+        pass
+
+    assert mixin_collisions(Both, ast.NodeVisitor) == {"narrowed": ["First", "Second"]}
+
+
 # ---- the reader itself, on a small package written here ------------------------------------------------------------
 
 

@@ -102,10 +102,10 @@ class ExpressionCompiler:
         return Static(value)
 
     def visit_Attribute(self, node: ast.Attribute) -> Any:
-        narrowed = self.narrowed(node)
+        narrowed = self.narrowed_attribute(node)
         return narrowed if narrowed is not None else self.attribute_of(node, self.visit(node.value))
 
-    def narrowed(self, node: ast.Attribute) -> Any:
+    def narrowed_attribute(self, node: ast.Attribute) -> Any:
         """The value `node` (``self.x``) was narrowed to by ``if self.x is not None:``, or None."""
         key = dotted(node)
         if key is not None and key in self.locals and not isinstance(self.locals[key], Unbound):
@@ -150,7 +150,7 @@ class ExpressionCompiler:
             raise self.error(node, "getattr() with a name known only at run time is not supported in a region")
         attr = ast.copy_location(ast.Attribute(value=node.args[0], attr=name.value, ctx=ast.Load()), node)
         ast.fix_missing_locations(attr)
-        narrowed = self.narrowed(attr)
+        narrowed = self.narrowed_attribute(attr)
         if narrowed is not None:
             return narrowed
         obj = self.pending_object(node, args[0]) if isinstance(args[0], PendingObject) else args[0]
