@@ -261,7 +261,7 @@ class Splitter:
         out = []
         for name in seg.outs:
             node = copy.copy(seg.node)
-            ret = ast.Return(value=ast.Name(id=name, ctx=ast.Load()))
+            ret = ast.Return(value=splitting.returned_value(name, seg.unset))
             node.body = [*seg.node.body[:-1], ast.copy_location(ret, seg.node.body[-1])]
             ast.fix_missing_locations(node)
             try:

@@ -338,6 +338,22 @@ class Net(nn.Module):
 @ppy.opt(3, strict=True)
 def whole_only(x):
     return x * 2
+
+
+@ppy.opt(3)
+def binds_on_some_paths(x, flag: bool, late: bool):
+    y = x * 2
+    if flag:
+        kept = torch.tanh(y)
+    if y.sum() > 0:
+        positive = y.relu()
+    note(y.shape[0])
+    z = y + 1
+    if flag:
+        z = z * kept
+    if late:
+        z = z + kept
+    return z, "kept" in locals(), "positive" in locals()
 """
 
 
@@ -378,6 +394,7 @@ CASES = {
     "binds_then_raises": lambda: (x44(), torch.randn(4, 4)),
     "deletes": lambda: (x44(),),
     "rebinds_later": lambda: (x44(), torch.randn(3, 4)),  # a run binds t1 only on some paths: it is passed t1
+    "binds_on_some_paths": lambda: (x44(), True, False),
 }
 
 
@@ -695,3 +712,33 @@ def test_the_decorator_checks_strict():
 
     with pytest.raises(TypeError, match="strict must be True or False"):
         ppy.opt(3, strict="yes")
+
+
+def test_a_run_binding_a_name_on_some_paths_is_a_region_and_the_driver_unbinds_it_where_python_has_none(settled):
+    """`kept` (a branch on a parameter) and `positive` (a branch on a tensor's value) are bound on some paths
+    of the run before the break and read after it: the run is a region that returns whether each has a
+    value (``"kept" in locals()``, as Python reads it), and the driver unbinds the name where it has none:
+    the code after the break sees what Python's would, an UnboundLocalError at its line included."""
+    f = settled["binds_on_some_paths"]
+    text = str(ppy_magic.explain(f))
+    assert "may be unbound" not in text and "Python at" not in text, text
+    lines = CELL.splitlines()
+    first = next(
+        n for n, t in enumerate(lines, 1) if t.strip() == "def binds_on_some_paths(x, flag: bool, late: bool):"
+    )
+    runs = [p for p in f.__dict__["__ppy_split__"].parts if p.segment.first_line == first + 1]
+    assert runs and set(runs[0].segment.unset) == {"kept", "positive"}, text
+    for flag in (True, False):
+        for sign in (1.0, -1.0):
+            calls = sum(p.region.calls for p in runs)
+            x = (x44().detach().abs() * sign).requires_grad_()
+            assert differences(f, (x, flag, False)) == []
+            ppy_magic.wait(timeout=900)
+            out = f(x, flag, False)
+            assert out[1:] == (flag, sign > 0)
+            assert sum(p.region.calls for p in runs) > calls, ppy_magic.explain(f)  # the run ran as a region
+    with pytest.raises(UnboundLocalError, match="'kept'") as info:
+        f(x44(), False, True)
+    read = next(n for n, t in enumerate(lines, 1) if t.strip() == "z = z + kept")
+    assert any(fr.lineno == read for fr in traceback.extract_tb(info.tb) if fr.filename == FILENAME)
+    assert differences(f, (x44(), False, True)) == []

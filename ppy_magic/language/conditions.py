@@ -8,6 +8,7 @@ and a conditional expression compiles both branches and joins their values.
 from __future__ import annotations
 
 import ast
+import builtins
 import enum
 from typing import Any
 
@@ -15,11 +16,13 @@ from ..torchlib import ops
 from . import ir
 from .expressions import NUMBERS
 from .ir import Kind
+from .liveness import stored
 from .values import (
     COMPARE_INTRINSICS,
     PY_COMPARE,
     Closure,
     KwArgs,
+    MaybeBound,
     ModuleValue,
     OptionalScalar,
     Static,
@@ -96,6 +99,9 @@ class ConditionCompiler:
 
     def visit_Compare(self, node: ast.Compare) -> Any:
         """`a < b < c` is `(a < b) and (b < c)` with b evaluated once and c only if a < b holds."""
+        in_locals = self.in_locals(node)
+        if in_locals is not None:
+            return in_locals
         left: list[Any] = [None]
 
         def part(i: int) -> Any:
@@ -109,6 +115,44 @@ class ConditionCompiler:
         if len(node.ops) == 1:
             return part(0)
         return self.short_circuit(node, True, [lambda i=i: part(i) for i in range(len(node.ops))])
+
+    def in_locals(self, node: ast.Compare) -> ir.Atom | None:
+        """``"name" in locals()`` (or ``not in``): whether the function's local `name` has a value here, as
+        Python's ``locals()`` answers; decided when compiling where every path to here agrees, else the flag a
+        name bound on some paths keeps. None where `node` is not that test."""
+        call = node.comparators[0]
+        if not (
+            len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.In, ast.NotIn))
+            and isinstance(node.left, ast.Constant)
+            and isinstance(node.left.value, str)
+            and isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id == "locals"
+            and not (call.args or call.keywords)
+            and "locals" not in self.locals
+            and self.g.lookup("locals") == (True, builtins.locals)
+        ):
+            return None
+        name = node.left.value
+        v = self.locals.get(name) if name.isidentifier() else Unbound(name, certain=True)
+        if isinstance(v, MaybeBound):
+            bound: ir.Atom = v.flag
+        elif isinstance(v, Unbound) and not v.certain:
+            raise self.error(node, f"whether '{name}' has a value here is not known to the region: {v.why}")
+        elif v is None and name not in stored(self.fn.body):  # a global or a closure's name: not a local
+            raise self.error(
+                node, f"'{name}' is not a local variable of this function; `locals()` of it is not supported"
+            )
+        else:
+            bound = ir.Const(not (v is None or isinstance(v, Unbound)), Kind.BOOL)
+        if isinstance(node.ops[0], ast.NotIn):
+            bound = (
+                ir.Const(not bound.value, Kind.BOOL)
+                if isinstance(bound, ir.Const)
+                else self.intrinsic("not", Kind.BOOL, bound)
+            )
+        return bound
 
     def short_circuit(self, node: ast.AST, is_and: bool, operands: list) -> Any:
         """The value of `operands[0]() and/or operands[1]() ...`: each operand is compiled where Python would

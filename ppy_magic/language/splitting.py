@@ -22,7 +22,6 @@ from __future__ import annotations
 import ast
 import copy
 from dataclasses import dataclass, field
-from typing import Any
 
 from . import hoisting
 from .liveness import (
@@ -77,6 +76,9 @@ class Segment:
     keywords: bool = False
     # Names read by the run that have no value where it starts in this form of it (``_Splitter.either``).
     unbound: tuple[str, ...] = ()
+    # Names it returns that may have no value where it ends: each returned as ``returned_value`` gives it, and
+    # after the others, whether it has one (``"name" in locals()``); the driver unbinds it where not.
+    unset: tuple[str, ...] = ()
 
     def python_node(self) -> ast.FunctionDef:
         if not self.keywords:
@@ -341,10 +343,14 @@ class _Splitter:
             # reads (`_` of `x, _ = pair`) is live nowhere: its value cannot be seen.
             bound_inside = bindings(run)
             for name in sorted(assigned):
-                if (self.reads[name] or self.reads_every_name) and (
-                    self.reads[name] > inside[name]
-                    or self.binds[name] > bound_inside[name]
-                    or (in_loop and inside[name])
+                # Where the function calls locals() (or vars, eval, exec), any name it binds may be read later.
+                if self.reads_every_name or (
+                    self.reads[name]
+                    and (
+                        self.reads[name] > inside[name]
+                        or self.binds[name] > bound_inside[name]
+                        or (in_loop and inside[name])
+                    )
                 ):
                     outs.append(name)
         own = definitely(run, set())
@@ -361,25 +367,27 @@ class _Splitter:
         unbound = sorted(n for n in needed if n not in bound)
         if not any(does_something(st) for st in run):
             return run  # nothing worth a call: `pass`, a bare name, a docstring
-        if unbound and not self.passes_if_bound(unbound, outs, passed_through, own):
+        if len(unbound) > MAX_UNBOUND:  # a form of the segment per case: too many
             if alone:
                 self.python.append((first, run[-1].end_lineno or first, f"'{unbound[0]}' may be unbound here"))
                 return run
             return self.around_unbound(run, bound, in_loop, set(unbound))
+        # Names it returns that may have no value where it ends (unbound where it starts, bound on some of its
+        # paths): returned with whether they have one, and the driver unbinds them where they have none.
+        unset = tuple(n for n in unbound if n in passed_through)
         if unbound:
-            return [self.either(run, needed, outs, returns, unbound, assigned)]
+            return [self.either(run, needed, outs, returns, unbound, assigned, unset)]
         return self.segment_call(run, needed, outs, returns, assigned)
 
-    def passes_if_bound(self, unbound: list[str], outs: list[str], passed_through: set[str], own: Any) -> bool:
-        """Whether the run can take each of the names that may be unbound where it starts as bound or not:
-        at most MAX_UNBOUND of them (a form of the segment per case), none returned unless the run binds it
-        on every path (a segment returning an unbound name would raise where Python does not)."""
-        return len(unbound) <= MAX_UNBOUND and all(
-            n not in passed_through and (n not in outs or (isinstance(own, set) and n in own)) for n in unbound
-        )
-
     def either(
-        self, run: list[ast.stmt], needed: set[str], outs: list[str], returns: bool, unbound: list[str], assigned: set
+        self,
+        run: list[ast.stmt],
+        needed: set[str],
+        outs: list[str],
+        returns: bool,
+        unbound: list[str],
+        assigned: set,
+        unset: tuple[str, ...],
     ) -> ast.stmt:
         """The call of one form of the segment per case of `unbound` (names that may be unbound where the run
         starts): the driver tries reading each (``try: name`` / ``except NameError``) and calls the form that
@@ -388,7 +396,7 @@ class _Splitter:
 
         def case(names: list[str], unbound_here: list[str]) -> list[ast.stmt]:
             if not names:
-                return self.segment_call(run, needed - set(unbound_here), outs, returns, assigned, unbound_here)
+                return self.segment_call(run, needed - set(unbound_here), outs, returns, assigned, unbound_here, unset)
             name, rest = names[0], names[1:]
             test = ast.Try(
                 body=[ast.Expr(value=ast.Name(id=name, ctx=ast.Load()))],
@@ -418,10 +426,12 @@ class _Splitter:
         returns: bool,
         assigned: set[str],
         unbound_here: list[str] = (),
+        unset: tuple[str, ...] = (),
     ) -> list[ast.stmt]:
-        """A new segment for `run` taking `needed`, and the driver's statement calling it; or `run` itself
+        """A new segment for `run` taking `needed`, and the driver's statements calling it; or `run` itself
         where no call compiled that segment (``python_runs``). `unbound_here`: names the run reads that have
-        no value where it starts in this form (locals of the segment)."""
+        no value where it starts in this form (locals of the segment); `unset`: names it returns that may
+        have none where it ends (``returned_value``)."""
         first, last = run[0].lineno, run[-1].end_lineno or run[-1].lineno
         params = sorted(needed, key=lambda n: (n != _self_name(self.fn), n))
         star = self.fn.args.kwarg.arg if self.fn.args.kwarg is not None else None
@@ -434,7 +444,7 @@ class _Splitter:
         name = f"{self.prefix}{len(self.segments)}"
         body = [_declared_unbound(n, run[0]) for n in unbound_here if n not in assigned] + list(run)
         if not returns:
-            body.append(ast.Return(value=_names_value(outs)))
+            body.append(ast.Return(value=_names_value(outs, unset)))
         # The function's **kwargs, read and not rebound by the run: passed on as keywords (a region takes
         # them by name, a dict it does not); the other inputs are then positional-only (``Segment.keywords``).
         if keywords:
@@ -455,27 +465,31 @@ class _Splitter:
         )
         _locate(node, self.fn)
         self.segments.append(
-            Segment(name, node, tuple(ins), tuple(outs), returns, first, last, keywords, tuple(unbound_here))
+            Segment(name, node, tuple(ins), tuple(outs), returns, first, last, keywords, tuple(unbound_here), unset)
         )
         call = ast.Call(
             func=ast.Name(id=name, ctx=ast.Load()),
             args=[ast.Name(id=p, ctx=ast.Load()) for p in params],
             keywords=[ast.keyword(arg=None, value=ast.Name(id=star, ctx=ast.Load()))] if keywords else [],
         )
+        flags = [_bound_flag(n) for n in unset]
         if returns:
-            stmt: ast.stmt = ast.Return(value=call)
+            stmts: list[ast.stmt] = [ast.Return(value=call)]
         elif not outs:
-            stmt = ast.Expr(value=call)
-        elif len(outs) == 1:
-            stmt = ast.Assign(targets=[ast.Name(id=outs[0], ctx=ast.Store())], value=call)
+            stmts = [ast.Expr(value=call)]
+        elif len(outs) == 1 and not flags:
+            stmts = [ast.Assign(targets=[ast.Name(id=outs[0], ctx=ast.Store())], value=call)]
         else:
-            target = ast.Tuple(elts=[ast.Name(id=o, ctx=ast.Store()) for o in outs], ctx=ast.Store())
-            stmt = ast.Assign(targets=[target], value=call)
-        for n in ast.walk(stmt):
-            if hasattr(n, "lineno") or isinstance(n, (ast.expr, ast.stmt)):
-                n.lineno, n.col_offset = first, run[0].col_offset
-                n.end_lineno, n.end_col_offset = last, run[-1].end_col_offset or 0
-        return [stmt]
+            target = ast.Tuple(elts=[ast.Name(id=o, ctx=ast.Store()) for o in [*outs, *flags]], ctx=ast.Store())
+            stmts = [ast.Assign(targets=[target], value=call)]
+            for n, flag in zip(unset, flags, strict=True):
+                stmts += _unbind_unless(n, flag)
+        for stmt in stmts:
+            for n in ast.walk(stmt):
+                if hasattr(n, "lineno") or isinstance(n, (ast.expr, ast.stmt)):
+                    n.lineno, n.col_offset = first, run[0].col_offset
+                    n.end_lineno, n.end_col_offset = last, run[-1].end_col_offset or 0
+        return stmts
 
 
 def _declared_unbound(name: str, at: ast.stmt) -> ast.stmt:
@@ -517,12 +531,42 @@ def _self_name(fn: ast.FunctionDef) -> str | None:
     return fn.args.args[0].arg if fn.args.args else None
 
 
-def _names_value(names: list[str]) -> ast.expr:
+def _names_value(names: list[str], unset: tuple[str, ...] = ()) -> ast.expr:
     if not names:
         return ast.Constant(value=None)
-    if len(names) == 1:
+    if len(names) == 1 and not unset:
         return ast.Name(id=names[0], ctx=ast.Load())
-    return ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load())
+    values = [returned_value(n, unset) for n in names] + [_has_value(n) for n in unset]
+    return ast.Tuple(elts=values, ctx=ast.Load())
+
+
+def returned_value(name: str, unset: tuple[str, ...] = ()) -> ast.expr:
+    """How a segment returns `name`: itself, or where it may have no value (`unset`), itself if it has one
+    and None if not (``name if "name" in locals() else None``: Python and a region read it alike)."""
+    value = ast.Name(id=name, ctx=ast.Load())
+    if name not in unset:
+        return value
+    return ast.IfExp(test=_has_value(name), body=value, orelse=ast.Constant(value=None))
+
+
+def _has_value(name: str) -> ast.expr:
+    locals_call = ast.Call(func=ast.Name(id="locals", ctx=ast.Load()), args=[], keywords=[])
+    return ast.Compare(left=ast.Constant(value=name), ops=[ast.In()], comparators=[locals_call])
+
+
+def _bound_flag(name: str) -> str:
+    return f"__ppy_has_{name}"
+
+
+def _unbind_unless(name: str, flag: str) -> list[ast.stmt]:
+    """``if not flag: del name`` and ``del flag``: the driver's `name` has no value where the segment's had
+    none, as after the Python it stands for; the flag is gone again."""
+    unbind = ast.If(
+        test=ast.UnaryOp(op=ast.Not(), operand=ast.Name(id=flag, ctx=ast.Load())),
+        body=[ast.Delete(targets=[ast.Name(id=name, ctx=ast.Del())])],
+        orelse=[],
+    )
+    return [unbind, ast.Delete(targets=[ast.Name(id=flag, ctx=ast.Del())])]
 
 
 def _locate(node: ast.stmt, fn: ast.FunctionDef) -> None:

@@ -58,7 +58,7 @@ class StatementCompiler:
             if not isinstance(target, ast.Name):
                 raise self.error(target, f"`del` of {describe_node(target)} is not supported in a region")
             if not isinstance(self.locals.get(target.id), (type(None), Unbound, MaybeBound)):
-                self.locals[target.id] = Unbound(target.id, f"it was deleted at line {node.lineno}")
+                self.locals[target.id] = Unbound(target.id, f"it was deleted at line {node.lineno}", certain=True)
             else:
                 raise self.error(target, f"`del {target.id}`: '{target.id}' may not be bound here")
 
@@ -394,7 +394,8 @@ class StatementCompiler:
         if isinstance(test, ir.Const):  # decided at compile time: only the taken branch exists
             dropped = node.orelse if test.value else node.body
             for name in sorted(stored(dropped) - self.locals.keys()):
-                self.locals[name] = Unbound(name)  # still a local of the function, as Python has it: no value
+                # still a local of the function, as Python has it: no value
+                self.locals[name] = Unbound(name, certain=True)
             self.compile_body(node.body if test.value else node.orelse)
             return
         self.branch(node, test, node.body, node.orelse, narrowed)
@@ -510,6 +511,8 @@ class StatementCompiler:
                 atoms.append(v.var)
             elif not (v is UNBOUND or isinstance(v, Unbound)):
                 atoms.append(v)
+        if not atoms and all(v is UNBOUND or (isinstance(v, Unbound) and v.certain) for v in vals):
+            return Unbound(name, certain=True)  # no path binds it
         kinds = {getattr(a, "kind", None) for a in atoms}
         if not (
             all(isinstance(a, (ir.Var, ir.Const)) for a in atoms)

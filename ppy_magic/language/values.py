@@ -226,6 +226,9 @@ UNBOUND = object()
 class Unbound:
     name: str
     why: str = "it is not bound on every path to here"
+    # It has no value on any path to here (never bound, in a branch not taken, deleted): Python's ``locals()``
+    # lacks it. Otherwise it may have one on some paths, of a kind the region does not hold there.
+    certain: bool = False
 
 
 @dataclass(frozen=True)
