@@ -246,7 +246,9 @@ class Variants:
         self.cache = cache
         self.runtime = runtime
         self.records: list[VariantRecord] = []
-        self.texts: set[str] = set()  # the C++ of each variant asked for: its identity
+        # Each variant asked for: its C++ and the values its parameters were specialised for, which its guard
+        # compares at the call (two values whose code is the same, `if mode == "c":` for "a" and "f", are two).
+        self.texts: set[tuple[str, str]] = set()
         self.seen: dict[tuple, str | None] = {}  # (reason, call's signature) -> why nothing was built
         # Called with the error of a call's values that cannot compile the function: True when it split the
         # function around the statement the error names (``breaks.Splitter``), so the call runs its driver.
@@ -303,7 +305,8 @@ class Variants:
                 self.runtime.set_miss(reg, None)  # the values changed nothing: no call will; calls stay Python cheaply
             return why
         code = backend.generate([function])
-        if code.text in self.texts:
+        identity = (code.text, repr(function.constants))
+        if identity in self.texts:
             return "the variant for these values exists"  # its guards refused the call for another reason
         if len(self.records) >= settings.max_variants:
             why = reg.__dict__["__ppy_call_reason__"] = self._limit_message(cv)
@@ -321,7 +324,7 @@ class Variants:
         with _lock:
             _RECORDS.append(record)
         self.records.append(record)
-        self.texts.add(code.text)
+        self.texts.add(identity)
         reg.__dict__["__ppy_variant_records__"] = self.records
         guards = _global_guards(self.source.g, function.frozen_globals, getattr(self.fn, "__globals__", None))
         if settings.blocking:

@@ -98,6 +98,13 @@ def by_mode(x, mode):
     return x * k
 
 
+@ppy.opt(3)
+def same_code_for_two_modes(x, mode):
+    if mode == "c":
+        x = x * len({"c": 1})  # no region takes it: `mode` is compiled in, and "c" never called here
+    return x + 1
+
+
 def pick_activation():
     return torch.sigmoid
 
@@ -254,6 +261,24 @@ def test_a_value_is_a_constant_only_where_it_decides(cells):
     flag_line = next(ln for ln in annotated.splitlines() if "if flag:" in ln)
     assert "specialised" in flag_line, annotated
     assert "specialised" not in next(ln for ln in annotated.splitlines() if "return x + acc" in ln)
+
+
+def test_two_values_whose_code_is_the_same_get_a_variant_each(cells):
+    """`mode` decides a branch only a value compiled in lets compile, so it is compiled in; for "a" and "f"
+    the branch is dropped and the C++ is the same, but each variant's guard compares its own value: "f"
+    needs a variant of its own, or every call with it would miss and run Python."""
+    ns, _ = cells[3]
+    f = ns["same_code_for_two_modes"]
+    x = torch.randn(4)
+    for mode in ("a", "f"):
+        f(x, mode)
+        ppy_magic.wait()
+    text = str(ppy_magic.explain(f))
+    assert "mode == 'a' (compiled in)" in text and "mode == 'f' (compiled in)" in text, text
+    for mode in ("f", "a", "f"):
+        calls, fallbacks = f.calls, f.fallbacks
+        assert torch.equal(f(x, mode), x + 1)
+        assert (f.calls, f.fallbacks) == (calls + 1, fallbacks), text
 
 
 def test_a_guard_failure_never_runs_a_wrong_variant(cells):
