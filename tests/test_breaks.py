@@ -354,6 +354,13 @@ def binds_on_some_paths(x, flag: bool, late: bool):
     if late:
         z = z + kept
     return z, "kept" in locals(), "positive" in locals()
+
+
+@ppy.opt(3)
+def locals_in_a_comprehension(x):
+    y = x + 1
+    k = len([i for i in range(3) if "y" in locals()])  # the comprehension's own locals: no y, k is 0
+    return y * (k + 1), "y" in locals()
 """
 
 
@@ -395,6 +402,7 @@ CASES = {
     "deletes": lambda: (x44(),),
     "rebinds_later": lambda: (x44(), torch.randn(3, 4)),  # a run binds t1 only on some paths: it is passed t1
     "binds_on_some_paths": lambda: (x44(), True, False),
+    "locals_in_a_comprehension": lambda: (x44(),),
 }
 
 

@@ -134,6 +134,10 @@ class ConditionCompiler:
             and self.g.lookup("locals") == (True, builtins.locals)
         ):
             return None
+        if _in_a_scope_of_its_own(node, self.fn):
+            raise self.error(
+                node, "`locals()` in a comprehension, a lambda or a nested function is not supported in a region"
+            )
         name = node.left.value
         v = self.locals.get(name) if name.isidentifier() else Unbound(name, certain=True)
         if isinstance(v, MaybeBound):
@@ -303,6 +307,19 @@ class ConditionCompiler:
             raise self.error(node, "the two branches of this conditional expression have different kinds")
         self.emit(ir.If(test, tuple(bodies[0]), tuple(bodies[1]), self.line()))
         return joined
+
+
+_SCOPES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _in_a_scope_of_its_own(node: ast.AST, fn: ast.FunctionDef) -> bool:
+    """Whether `node` is inside a comprehension, lambda or def within `fn`: its ``locals()`` are that scope's."""
+    return any(
+        node is inner
+        for scope in ast.walk(fn)
+        if scope is not fn and isinstance(scope, _SCOPES)
+        for inner in ast.walk(scope)
+    )
 
 
 def _enum_member(v: Any) -> bool:
