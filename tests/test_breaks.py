@@ -353,14 +353,36 @@ def binds_on_some_paths(x, flag: bool, late: bool):
         z = z * kept
     if late:
         z = z + kept
-    return z, "kept" in locals(), "positive" in locals()
+    try:
+        z = z + positive
+        has_positive = True
+    except NameError:
+        has_positive = False
+    return z, has_positive
 
 
 @ppy.opt(3)
-def locals_in_a_comprehension(x):
-    y = x + 1
+def asks_locals(x, flag: bool):
+    if flag:
+        y = x * 2
+    if x.sum() > 0:
+        z = x + 1
+    return x + 1, "y" in locals(), "z" not in locals()
+
+
+@ppy.opt(3)
+def asks_locals_in_a_comprehension(x, flag: bool):
+    y = x * 2
     k = len([i for i in range(3) if "y" in locals()])  # the comprehension's own locals: no y, k is 0
-    return y * (k + 1), "y" in locals()
+    return y * (k + 1)
+
+
+@ppy.opt(3)
+def asks_locals_and_breaks(x, flag: bool):
+    if flag:
+        y = x * 2
+    note(x.shape[0])
+    return x + 1, "y" in locals()
 """
 
 
@@ -402,7 +424,6 @@ CASES = {
     "deletes": lambda: (x44(),),
     "rebinds_later": lambda: (x44(), torch.randn(3, 4)),  # a run binds t1 only on some paths: it is passed t1
     "binds_on_some_paths": lambda: (x44(), True, False),
-    "locals_in_a_comprehension": lambda: (x44(),),
 }
 
 
@@ -726,16 +747,18 @@ def test_a_run_binding_a_name_on_some_paths_is_a_region_and_the_driver_unbinds_i
     """`kept` (a branch on a parameter) and `positive` (a branch on a tensor's value) are bound on some paths
     of the run before the break and read after it: the run is a region that returns whether each has a
     value (``"kept" in locals()``, as Python reads it), and the driver unbinds the name where it has none:
-    the code after the break sees what Python's would, an UnboundLocalError at its line included."""
+    the code after the break sees what Python's would, an UnboundLocalError at its line (or caught by its
+    `except NameError`) included."""
     f = settled["binds_on_some_paths"]
     text = str(ppy_magic.explain(f))
-    assert "may be unbound" not in text and "Python at" not in text, text
     lines = CELL.splitlines()
     first = next(
         n for n, t in enumerate(lines, 1) if t.strip() == "def binds_on_some_paths(x, flag: bool, late: bool):"
     )
+    assert "may be unbound" not in text and f"Python at lines {first + 1}" not in text, text
     runs = [p for p in f.__dict__["__ppy_split__"].parts if p.segment.first_line == first + 1]
     assert runs and set(runs[0].segment.unset) == {"kept", "positive"}, text
+    assert all(p.status().startswith("region (") for p in runs if p.region.calls), text
     for flag in (True, False):
         for sign in (1.0, -1.0):
             calls = sum(p.region.calls for p in runs)
@@ -743,10 +766,29 @@ def test_a_run_binding_a_name_on_some_paths_is_a_region_and_the_driver_unbinds_i
             assert differences(f, (x, flag, False)) == []
             ppy_magic.wait(timeout=900)
             out = f(x, flag, False)
-            assert out[1:] == (flag, sign > 0)
+            assert out[1] is (sign > 0)
             assert sum(p.region.calls for p in runs) > calls, ppy_magic.explain(f)  # the run ran as a region
     with pytest.raises(UnboundLocalError, match="'kept'") as info:
         f(x44(), False, True)
     read = next(n for n, t in enumerate(lines, 1) if t.strip() == "z = z + kept")
     assert any(fr.lineno == read for fr in traceback.extract_tb(info.tb) if fr.filename == FILENAME)
     assert differences(f, (x44(), False, True)) == []
+
+
+def test_locals_in_a_region_is_the_functions_and_a_function_reading_it_is_never_split(cell):
+    """`"y" in locals()` compiles where it asks the function's own names: decided when compiling, or read
+    from the flag of a name bound on some paths; in a comprehension it asks the comprehension's (no `y`),
+    and the region refuses it there. A function that reads locals() (or vars, eval, exec) is never split: a
+    segment's or the driver's names are not the function's, so it is a region whole or runs as Python."""
+    ns, _ = cell
+    whole, split, inner = (ns[n] for n in ("asks_locals", "asks_locals_and_breaks", "asks_locals_in_a_comprehension"))
+    for flag in (True, False):
+        for sign in (1.0, -1.0):
+            x = (x44().detach().abs() * sign).requires_grad_()
+            for f in (whole, split, inner):
+                settle(f, lambda f=f, x=x, flag=flag: f(x, flag))
+                assert differences(f, (x, flag)) == []
+    assert whole.__ppy_region__ is True and whole.__ppy_driver__ is None, ppy_magic.explain(whole)
+    for f in (split, inner):
+        assert f.__ppy_region__ is False and f.__ppy_driver__ is None, ppy_magic.explain(f)
+    assert "`locals()` in a comprehension" in ppy_magic.explain(inner).reason

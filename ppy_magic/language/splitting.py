@@ -56,6 +56,9 @@ MAX_UNBOUND = 2
 ALONE_MIN_CALLS = 4
 
 
+FRAME_READERS = frozenset({"locals", "vars", "eval", "exec"})
+
+
 class NotSplittable(Exception):
     """The function as a whole cannot be split (``global``, ``nonlocal``)."""
 
@@ -114,6 +117,9 @@ def split(
     for n in nodes_in_scope(fn):
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             raise NotSplittable(f"`{'global' if isinstance(n, ast.Global) else 'nonlocal'}` keeps it whole")
+        # They read the frame's names: a segment's or the driver's are not the function's.
+        if isinstance(n, ast.Name) and n.id in FRAME_READERS and isinstance(n.ctx, ast.Load):
+            raise NotSplittable(f"`{n.id}()` reads every local name of the function: it keeps it whole")
     return _Splitter(fn, breaks, prefix, hoists or {}, lifts or {}, python_runs or {}).run(free)
 
 
@@ -139,8 +145,6 @@ class _Splitter:
         self.binds = bindings(fn.body) + bindings(s for ss in lifts.values() for s in ss)
         self.first_bound = first_bound(fn.body)
         self.params = set(params(fn))
-        # locals(), vars(), eval() and exec() can read any name: then every bound name is read
-        self.reads_every_name = bool(self.reads.keys() & {"locals", "vars", "eval", "exec"})
         self.segments: list[Segment] = []
         self.python: list[tuple[int, int, str]] = []
         self.catching = 0  # inside how many `try`/`with` blocks of the driver
@@ -343,14 +347,10 @@ class _Splitter:
             # reads (`_` of `x, _ = pair`) is live nowhere: its value cannot be seen.
             bound_inside = bindings(run)
             for name in sorted(assigned):
-                # Where the function calls locals() (or vars, eval, exec), any name it binds may be read later.
-                if self.reads_every_name or (
-                    self.reads[name]
-                    and (
-                        self.reads[name] > inside[name]
-                        or self.binds[name] > bound_inside[name]
-                        or (in_loop and inside[name])
-                    )
+                if self.reads[name] and (
+                    self.reads[name] > inside[name]
+                    or self.binds[name] > bound_inside[name]
+                    or (in_loop and inside[name])
                 ):
                     outs.append(name)
         own = definitely(run, set())
