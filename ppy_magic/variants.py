@@ -248,7 +248,7 @@ class Variants:
         self.records: list[VariantRecord] = []
         # Each variant asked for: its C++ and the values its parameters were specialised for, which its guard
         # compares at the call (two values whose code is the same, `if mode == "c":` for "a" and "f", are two).
-        self.texts: set[tuple[str, str]] = set()
+        self.texts: set[tuple[str, tuple]] = set()
         self.seen: dict[tuple, str | None] = {}  # (reason, call's signature) -> why nothing was built
         # Called with the error of a call's values that cannot compile the function: True when it split the
         # function around the statement the error names (``breaks.Splitter``), so the call runs its driver.
@@ -305,7 +305,7 @@ class Variants:
                 self.runtime.set_miss(reg, None)  # the values changed nothing: no call will; calls stay Python cheaply
             return why
         code = backend.generate([function])
-        identity = (code.text, repr(function.constants))
+        identity = (code.text, tuple(_constant_identity(c) for c in function.constants))
         if identity in self.texts:
             return "the variant for these values exists"  # its guards refused the call for another reason
         if len(self.records) >= settings.max_variants:
@@ -521,6 +521,16 @@ def _signature(bound: tuple) -> tuple:
         else:
             out.append((t,))  # a plain object (a config, an output, a cache): a new one per call, often
     return tuple(out)
+
+
+def _constant_identity(value: Any) -> tuple:
+    """A parameter's value compiled in, as its guard tells it apart: by type and value, or where it has no
+    hash (a list), by identity."""
+    try:
+        hash(value)
+    except Exception:  # noqa: BLE001 - unhashable, or a __hash__ that fails: told apart by identity
+        return (type(value), id(value))
+    return (type(value), value)
 
 
 def _values_of(cv: call_values.CallValues) -> dict[str, str]:
