@@ -328,7 +328,7 @@ class Splitter:
         for p in self.parts:
             lines.append(
                 f"  segment at {p.lines} ({', '.join(p.segment.ins) or 'no inputs'} -> "
-                f"{'its result' if p.segment.returns else ', '.join(p.segment.outs) or 'nothing'})"
+                f"{'its result' if p.segment.returns else _outs(p.segment) or 'nothing'})"
                 + _no_value(p.segment.unbound)
                 + f": {p.status()}"
             )
@@ -380,6 +380,11 @@ def _function(module: ast.Module, fn: Callable, cells: dict[str, Any], defaults:
 
 
 __all__ = ["Part", "Splitter"]
+
+
+def _outs(seg: splitting.Segment) -> str:
+    """A segment's live-outs, each it may leave with no value marked: the driver unbinds it where it has none."""
+    return ", ".join(f"{n} (if bound)" if n in seg.unset else n for n in seg.outs)
 
 
 def _no_value(names: tuple[str, ...]) -> str:

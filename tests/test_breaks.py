@@ -759,6 +759,7 @@ def test_a_run_binding_a_name_on_some_paths_is_a_region_and_the_driver_unbinds_i
     runs = [p for p in f.__dict__["__ppy_split__"].parts if p.segment.first_line == first + 1]
     assert runs and set(runs[0].segment.unset) == {"kept", "positive"}, text
     assert all(p.status().startswith("region (") for p in runs if p.region.calls), text
+    assert "kept (if bound)" in text and "positive (if bound)" in text, text
     for flag in (True, False):
         for sign in (1.0, -1.0):
             calls = sum(p.region.calls for p in runs)
