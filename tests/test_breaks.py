@@ -9,6 +9,7 @@ naming the user's line), gradients. One cell; its segments build together.
 
 from __future__ import annotations
 
+import ast
 import traceback
 import warnings
 
@@ -793,3 +794,24 @@ def test_locals_in_a_region_is_the_functions_and_a_function_reading_it_is_never_
     for f in (split, inner):
         assert f.__ppy_region__ is False and f.__ppy_driver__ is None, ppy_magic.explain(f)
     assert "`locals()` in a comprehension" in ppy_magic.explain(inner).reason
+
+
+@pytest.mark.parametrize(
+    ("body", "whole"),
+    [
+        ("return x, 'y' in locals()", True),
+        ("return vars()", True),
+        ("f = vars\n    return f(x)", True),
+        ("return eval('x + 1')", True),
+        ("return vars(x)", False),  # an object's attributes: not the frame's names
+    ],
+)
+def test_only_code_reading_the_frame_keeps_a_function_from_being_split(body, whole):
+    from ppy_magic.language import splitting
+
+    fn = ast.parse(f"def f(x):\n    {body}").body[0]
+    if whole:
+        with pytest.raises(splitting.NotSplittable, match="reads every local name"):
+            splitting.split(fn, set())
+    else:
+        assert splitting.split(fn, set()).segments

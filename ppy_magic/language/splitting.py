@@ -114,11 +114,19 @@ def split(
 ) -> Split:
     """Split `fn` around the statements whose ``id`` is in `breaks` (see the module's docstring).
     `python_runs`: runs that stay Python in the driver, by (first line, last line, the segment's inputs)."""
-    for n in nodes_in_scope(fn):
+    nodes = list(nodes_in_scope(fn))
+    # `vars(obj)` reads obj's attributes; `vars()`, `locals()`, `eval` and `exec` read the frame's names, and
+    # a segment's or the driver's are not the function's.
+    of_an_object = {id(n.func) for n in nodes if isinstance(n, ast.Call) and n.args and _named(n.func, "vars")}
+    for n in nodes:
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             raise NotSplittable(f"`{'global' if isinstance(n, ast.Global) else 'nonlocal'}` keeps it whole")
-        # They read the frame's names: a segment's or the driver's are not the function's.
-        if isinstance(n, ast.Name) and n.id in FRAME_READERS and isinstance(n.ctx, ast.Load):
+        if (
+            isinstance(n, ast.Name)
+            and n.id in FRAME_READERS
+            and isinstance(n.ctx, ast.Load)
+            and id(n) not in of_an_object
+        ):
             raise NotSplittable(f"`{n.id}()` reads every local name of the function: it keeps it whole")
     return _Splitter(fn, breaks, prefix, hoists or {}, lifts or {}, python_runs or {}).run(free)
 
@@ -525,6 +533,10 @@ def factory(fn: ast.FunctionDef, names: list[str]) -> ast.Module:
     )
     _locate(outer, fn)
     return ast.Module(body=[outer], type_ignores=[])
+
+
+def _named(node: ast.expr, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
 
 
 def _self_name(fn: ast.FunctionDef) -> str | None:
