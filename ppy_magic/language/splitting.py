@@ -10,8 +10,10 @@ returned from (``return seg(...)``).
 
 What Python does stays what it does: the driver's own statements are the user's, with
 their lines (a traceback names them); the segments make the same ATen calls in the same
-order; a tensor, a list or a module crosses as the same object. A run stays Python
-(``Split.python``) where a name it would have to pass may be unbound there, or where it
+order; a tensor, a list or a module crosses as the same object. A name that may be unbound
+where a run starts gets a form of the segment per case; one the run binds on some paths only
+comes back with whether it has a value, and the driver unbinds it where it has none. A run
+stays Python (``Split.python``) where more such names than ``MAX_UNBOUND`` cross, or where it
 holds a ``break``/``continue`` of a loop outside it or returns on some paths only.
 Nothing here knows what a region can take: the caller says which statements break,
 from the located errors of compiling (``breaks.py``).
@@ -60,7 +62,7 @@ FRAME_READERS = frozenset({"locals", "vars", "eval", "exec"})
 
 
 class NotSplittable(Exception):
-    """The function as a whole cannot be split (``global``, ``nonlocal``)."""
+    """The function as a whole cannot be split (``global``, ``nonlocal``, a read of its frame's names)."""
 
 
 @dataclass
