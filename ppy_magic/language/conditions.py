@@ -17,6 +17,7 @@ from . import ir
 from .expressions import NUMBERS
 from .ir import Kind
 from .liveness import stored
+from .statement_facts import SCOPES
 from .values import (
     COMPARE_INTRINSICS,
     PY_COMPARE,
@@ -42,9 +43,12 @@ class ConditionCompiler:
         if isinstance(node, ast.BoolOp):
             return self.short_circuit(node, isinstance(node.op, ast.And), self.bool_operands(node, self.truth))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            t = self.truth(node.operand)
-            return ir.Const(not t.value, Kind.BOOL) if isinstance(t, ir.Const) else self.intrinsic("not", Kind.BOOL, t)
+            return self.negated(self.truth(node.operand))
         return self.truth_of(node, self.value(node))
+
+    def negated(self, t: ir.Atom) -> ir.Atom:
+        """`not t` of a truth: decided when compiling where `t` is."""
+        return ir.Const(not t.value, Kind.BOOL) if isinstance(t, ir.Const) else self.intrinsic("not", Kind.BOOL, t)
 
     def truth_of(self, node: ast.AST, v: Any) -> ir.Atom:
         if isinstance(v, ir.Const):
@@ -150,13 +154,7 @@ class ConditionCompiler:
             )
         else:
             bound = ir.Const(not (v is None or isinstance(v, Unbound)), Kind.BOOL)
-        if isinstance(node.ops[0], ast.NotIn):
-            bound = (
-                ir.Const(not bound.value, Kind.BOOL)
-                if isinstance(bound, ir.Const)
-                else self.intrinsic("not", Kind.BOOL, bound)
-            )
-        return bound
+        return self.negated(bound) if isinstance(node.ops[0], ast.NotIn) else bound
 
     def short_circuit(self, node: ast.AST, is_and: bool, operands: list) -> Any:
         """The value of `operands[0]() and/or operands[1]() ...`: each operand is compiled where Python would
@@ -309,15 +307,18 @@ class ConditionCompiler:
         return joined
 
 
-_SCOPES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)
+# Where ``locals()`` is a scope's own: a nested def, lambda or class, and a comprehension (which the
+# splitting's SCOPES leaves in the function's scope: its names are not read from outside it).
+_LOCALS_SCOPES = (*SCOPES, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
 def _in_a_scope_of_its_own(node: ast.AST, fn: ast.FunctionDef) -> bool:
-    """Whether `node` is inside a comprehension, lambda or def within `fn`: its ``locals()`` are that scope's."""
+    """Whether `node` is inside a comprehension, lambda, def or class within `fn`: its ``locals()`` are that
+    scope's."""
     return any(
         node is inner
         for scope in ast.walk(fn)
-        if scope is not fn and isinstance(scope, _SCOPES)
+        if scope is not fn and isinstance(scope, _LOCALS_SCOPES)
         for inner in ast.walk(scope)
     )
 

@@ -119,7 +119,11 @@ def split(
     nodes = list(nodes_in_scope(fn))
     # `vars(obj)` reads obj's attributes; `vars()`, `locals()`, `eval` and `exec` read the frame's names, and
     # a segment's or the driver's are not the function's.
-    of_an_object = {id(n.func) for n in nodes if isinstance(n, ast.Call) and n.args and _named(n.func, "vars")}
+    of_an_object = {
+        id(n.func)
+        for n in nodes
+        if isinstance(n, ast.Call) and n.args and isinstance(n.func, ast.Name) and n.func.id == "vars"
+    }
     for n in nodes:
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             raise NotSplittable(f"`{'global' if isinstance(n, ast.Global) else 'nonlocal'}` keeps it whole")
@@ -535,10 +539,6 @@ def factory(fn: ast.FunctionDef, names: list[str]) -> ast.Module:
     )
     _locate(outer, fn)
     return ast.Module(body=[outer], type_ignores=[])
-
-
-def _named(node: ast.expr, name: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == name
 
 
 def _self_name(fn: ast.FunctionDef) -> str | None:
