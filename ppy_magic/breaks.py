@@ -75,6 +75,7 @@ class Splitter:
         self._made: dict[tuple, Part] = {}  # segments by what they are: kept across splits
         self.hoists: dict[int, list[ast.expr]] = {}  # id(statement) -> values read in Python just before it
         self.origins: dict[int, ast.stmt] = {}  # id(a statement rewritten to read them) -> the statement
+        self.hoisted: dict[str, ast.expr] = {}  # the name a hoisted value is read into -> the value as written
         self.signature: str | None = None  # why the arguments are bound in Python, if that split it
         self.lifts: dict[int, list[ast.stmt]] = {}  # id(a call no region takes) -> it, argument by argument
         self.lifted: dict[int, ast.stmt] = {}  # id(one of those statements) -> the statement written
@@ -118,7 +119,7 @@ class Splitter:
         for original, expr in hoists:
             self.hoists.setdefault(id(original), []).append(expr)
         for st in breaks:
-            self.breaks[id(st)] = (st, failure.message)
+            self.breaks[id(st)] = (st, self._as_written(failure.message))
             self.hoists.pop(id(st), None)
         try:
             self._install()
@@ -126,6 +127,13 @@ class Splitter:
             self.hoists, self.breaks = saved
             return False
         return True
+
+    def _as_written(self, message: str) -> str:
+        """`message` naming the values it is about as the source writes them, not the names a hoist read
+        them into (`cache.update`, not `__ppy_value0_0`)."""
+        return splitting.HOISTED_NAME.sub(
+            lambda m: ast.unparse(self.hoisted[m[0]]) if m[0] in self.hoisted else m[0], message
+        )
 
     def _lift(self, st: ast.stmt, line: int, col: int) -> list[ast.stmt] | None:
         """A call no region can make, with arguments that compute: the arguments become statements of their
@@ -279,6 +287,7 @@ class Splitter:
             node, set(self.breaks), free, hoists=self.hoists, lifts=self.lifts, python_runs=self.python_runs
         )
         self.origins.update(layout.origins)
+        self.hoisted.update(layout.hoisted)
         parts = []
         for seg in layout.segments:
             key = (seg.first_line, seg.last_line, seg.ins, seg.outs, seg.returns)

@@ -379,6 +379,15 @@ def asks_locals_in_a_comprehension(x, flag: bool):
 
 
 @ppy.opt(3)
+def calls_a_method(x, store):
+    k = torch.tanh(x)
+    v = x * 2
+    if store is not None:
+        k, v = store.update(k, v)
+    return k.sum(0) + v
+
+
+@ppy.opt(3)
 def asks_locals_and_breaks(x, flag: bool):
     if flag:
         y = x * 2
@@ -425,7 +434,15 @@ CASES = {
     "deletes": lambda: (x44(),),
     "rebinds_later": lambda: (x44(), torch.randn(3, 4)),  # a run binds t1 only on some paths: it is passed t1
     "binds_on_some_paths": lambda: (x44(), True, False),
+    "calls_a_method": lambda: (x44(), Store()),
 }
+
+
+class Store:
+    """An object whose method a region cannot call: `calls_a_method` breaks at `store.update(k, v)`."""
+
+    def update(self, k, v):
+        return k + 1, v * 3
 
 
 def _settled(ns, name):
@@ -609,6 +626,14 @@ def test_explain_and_annotate_show_each_break_with_its_line_and_reason(settled):
     assert marks[line - 1].kind == "compiled" and marks[line - 1].cpp  # h = torch.tanh(x @ w)
     assert marks[line + 2].kind == "compiled"  # return out.relu() * SCALE
     assert "P |" in str(ppy_magic.annotate(f)) and "runs as Python: a dict" in str(ppy_magic.annotate(f))
+
+
+def test_a_break_at_a_method_call_names_the_method_as_written(settled):
+    f = settled["calls_a_method"]
+    line = next(n for n, t in enumerate(CELL.splitlines(), 1) if "store.update(k, v)" in t)
+    shown = str(ppy_magic.explain(f))
+    assert f"break at line {line}: `store.update` is not supported in a region" in shown, shown
+    assert "__ppy" not in shown, shown  # not the name a hoist read it into
 
 
 def test_an_error_in_a_region_and_in_a_break_is_eagers_and_names_the_users_line(settled):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 from dataclasses import dataclass, field
 
 from . import hoisting
@@ -94,12 +95,17 @@ class Segment:
         return node
 
 
+HOISTED_PREFIX = "__ppy_value"  # a hoisted value is read into `__ppy_value<statement>_<k>`
+HOISTED_NAME = re.compile(rf"{HOISTED_PREFIX}\d+_\d+")
+
+
 @dataclass
 class Split:
     driver: ast.Module  # `factory` of the driver: free variables the segments' names, then the function's own
     segments: list[Segment]
     python: list[tuple[int, int, str]] = field(default_factory=list)  # (first, last, why) of runs left Python
     origins: dict[int, ast.stmt] = field(default_factory=dict)  # id(statement as a segment holds it) -> as written
+    hoisted: dict[str, ast.expr] = field(default_factory=dict)  # name a hoisted value is read into -> the value
 
 
 # -- the split ---------------------------------------------------------------------------------
@@ -153,6 +159,7 @@ class _Splitter:
         self.hoists = hoists
         self.lifts = lifts  # id(statement) -> the statements it is written as (``hoisting.lift_call``)
         self.origins: dict[int, ast.stmt] = {}  # id(a statement rewritten to read hoisted values) -> as written
+        self.hoisted: dict[str, ast.expr] = {}  # the names hoisted values are read into -> the values
         self.prefix = prefix
         self.locals = set(params(fn)) | stored(fn.body) | stored(s for ss in lifts.values() for s in ss)
         self.reads = read(fn.body) + read(s for ss in lifts.values() for s in ss)
@@ -170,7 +177,7 @@ class _Splitter:
         driver.body = body
         driver.decorator_list = []
         module = factory(driver, [s.name for s in self.segments] + list(free))
-        return Split(module, self.segments, self.python, self.origins)
+        return Split(module, self.segments, self.python, self.origins, self.hoisted)
 
     def holds_break(self, st: ast.stmt) -> bool:
         """`st` is or holds a break, or a `super()` (which reads the frame's first argument and its class:
@@ -243,10 +250,11 @@ class _Splitter:
         """`st` with `exprs` (Python-only values: a dict's item, a length) read into names before it:
         (the statement reading the names, the `try` that reads them, [the names..., its success flag])."""
         n = len(self.origins)
-        names = [f"__ppy_value{n}_{k}" for k in range(len(exprs))]
+        names = [f"{HOISTED_PREFIX}{n}_{k}" for k in range(len(exprs))]
         ok = f"__ppy_read{n}"
         rewritten = hoisting.replace(st, {id(e): name for e, name in zip(exprs, names, strict=True)})
         self.origins[id(rewritten)] = st
+        self.hoisted.update(zip(names, exprs, strict=True))
         self.locals |= {*names, ok}
         reads = [ast.Assign(targets=[hoisting.store(name)], value=e) for name, e in zip(names, exprs, strict=True)]
         pre = ast.Try(
