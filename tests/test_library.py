@@ -247,6 +247,21 @@ def test_a_function_a_method_and_a_class_compile():
     assert Local.forward.__ppy_region__
 
 
+def test_a_list_argument_handed_back_through_a_submodule_is_the_callers_own_list():
+    torch.manual_seed(0)
+    block, eager = lib.StateBlock(), lib.StateBlock()
+    eager.load_state_dict(block.state_dict())
+    ppy_magic.compile(block)
+    x = torch.randn(3, 8)
+    with variants.blocking(), torch.no_grad():
+        for _ in range(4):
+            state, want_state = [torch.zeros(3, 8)], [torch.zeros(3, 8)]
+            got, want = block(x, state), eager(x, want_state)
+            assert type(got) is tuple and torch.equal(got[0], want[0])
+            assert got[1] is state and want[1] is want_state  # the same list, not a tuple or a copy
+            assert torch.equal(state[0], want_state[0])  # and written as eager writes it
+
+
 def test_bad_input_says_what_to_do():
     with pytest.raises(TypeError, match="takes an nn.Module, a class or a function"):
         ppy_magic.compile(3)

@@ -192,8 +192,9 @@ class CalleeCompiler:
             self.ctx.specialised[key] = self.specialise(
                 node, fdef, g, filename, lines, names, bound, adapter, who, lists, frame
             )
-        symbol, structure, kinds = self.ctx.specialised[key]
+        symbol, structure, kinds, list_returns = self.ctx.specialised[key]
         targets = tuple(self.new_var("r", k) for k in kinds)
+        self.param_vars.update(targets[i].name for i in list_returns)  # a list parameter, returned
         self.emit(ir.Assign(targets, ir.CallFunction(symbol, runtime_args), self.line()))
         it = iter(targets)
         return rebuild(structure, it)
@@ -249,7 +250,7 @@ class CalleeCompiler:
         who: str,
         lists: tuple[int, ...] = (),
         frame: tuple = (),
-    ) -> tuple[str, Any, tuple[Kind, ...]]:
+    ) -> tuple[str, Any, tuple[Kind, ...], frozenset[int]]:
         for runtime_returns in (False, True):
             sub = type(self)(
                 fdef, g, filename, lines, self.ctx, region_name=self.region_name, adapter=adapter, helper=True
@@ -294,7 +295,7 @@ class CalleeCompiler:
             for ln in range(fdef.lineno, (fdef.end_lineno or fdef.lineno) + 1):
                 if 0 < ln <= len(lines):
                     self.ctx.source_lines.setdefault(ln, lines[ln - 1].strip())
-        return symbol, structure, kinds
+        return symbol, structure, kinds, frozenset(sub.list_returns)
 
     def rename_params(self, value: Any, name: str, params: list[ir.Var]) -> Any:
         """A helper's view of an argument: runtime atoms become its parameters, the rest stays static."""

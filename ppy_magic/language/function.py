@@ -192,6 +192,9 @@ class FunctionCompiler(
         self.runtime_returns = False  # a helper whose paths return a constant and a value of one kind
         # variables holding a list parameter or a slice of one: a list or a tuple, as the caller passed it
         self.param_vars: set[str] = set()
+        # a helper: the positions of its returned atoms that hold one of those on some path (the caller's
+        # variables bound to them are list parameters too)
+        self.list_returns: set[int] = set()
         self.capturing: set[int] = set()  # closures taking their free names' values now (calls.passed_on)
 
     @property

@@ -273,6 +273,7 @@ class StatementCompiler:
             value = self.passed_on(value)  # a nested def returned takes its free names' values now
             self.returns.append((ir.HELPER_RETURN, structure_of(value)))
             runtime = tuple(a for a in atoms_of(value) if isinstance(a, ir.Var))
+            self.list_returns.update(i for i, a in enumerate(runtime) if a.name in self.param_vars)
             self.emit(ir.Return(runtime, ir.HELPER_RETURN, self.line()))
         else:
             atoms: list[ir.Atom] = []

@@ -408,3 +408,30 @@ class Answered(ConfigAnswering):
 
     def forward(self, x):
         return torch.tanh(self.proj(x)) * self.scale
+
+
+class StateMixer(nn.Module):
+    """Writes into a state list it is passed and hands the list back (transformers' RWKV attention)."""
+
+    def __init__(self, dim=8):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x, state):
+        y = self.proj(x)
+        state[0][:, 0] = y[:, -1]
+        return y.relu(), state
+
+
+class StateBlock(nn.Module):
+    """Passes a state list through a submodule and returns it in a tuple, as the caller's own list (RWKV's
+    blocks)."""
+
+    def __init__(self, dim=8):
+        super().__init__()
+        self.mixer = StateMixer(dim)
+
+    def forward(self, x, state):
+        y, state = self.mixer(x, state)
+        out = (y * 2, state)
+        return out
