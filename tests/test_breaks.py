@@ -303,6 +303,21 @@ def deletes(x):
 
 
 @ppy.opt(3)
+def deletes_what_python_bound(x, flag: bool):
+    s = torch.tanh(x)
+    note(s.shape[0])
+    s = s + 1
+    if flag:
+        note(s.shape[0])
+        s = s * 2
+    p = s.softmax(-1)
+    p = p.type_as(s)
+    del s
+    note(p.shape[0])
+    return p * 2
+
+
+@ppy.opt(3)
 def keyword_only(x, *, scale: float = 2.0, shift=None):
     y = torch.relu(x) * scale
     if shift is not None:
@@ -626,6 +641,23 @@ def test_explain_and_annotate_show_each_break_with_its_line_and_reason(settled):
     assert marks[line - 1].kind == "compiled" and marks[line - 1].cpp  # h = torch.tanh(x @ w)
     assert marks[line + 2].kind == "compiled"  # return out.relu() * SCALE
     assert "P |" in str(ppy_magic.annotate(f)) and "runs as Python: a dict" in str(ppy_magic.annotate(f))
+
+
+def test_a_run_deleting_a_name_bound_before_it_leaves_it_unbound_from_the_first_call(cell):
+    # transformers' Longformer: `del attn_scores` in a run between breaks. The run returned the name it had
+    # deleted: UnboundLocalError in its Python form, a break at the `del` in its region's.
+    ns, _ = cell
+    f = ns["deletes_what_python_bound"]
+    for call in range(8):  # the first calls run the segments as Python, the later ones their regions
+        for flag in (False, True):
+            x = x44()
+            assert torch.equal(f(x, flag), f.__wrapped__(x, flag)), f"call {call}"
+        ppy_magic.wait(timeout=900)
+    shown = str(ppy_magic.explain(f))
+    assert "s (if bound)" in shown and "may be unbound" not in shown, shown
+    line = next(n for n, t in enumerate(CELL.splitlines(), 1) if t.strip() == "del s")
+    run = next(p for p in f.__dict__["__ppy_split__"].parts if p.segment.first_line <= line <= p.segment.last_line)
+    assert run.region.__ppy_region__ and run.region.calls > 0, shown
 
 
 def test_a_break_at_a_method_call_names_the_method_as_written(settled):

@@ -157,10 +157,10 @@ def definitely_one(st: ast.stmt, bound: set[str]) -> set[str] | Exited:
     if isinstance(st, ast.If):
         b = bound | walrus(st.test)
         return definitely(st.body, set(b)) & definitely(st.orelse, set(b))
-    if isinstance(st, (ast.For, ast.AsyncFor)):
-        return bound | walrus(st.iter)
+    if isinstance(st, (ast.For, ast.AsyncFor)):  # the body may not run; where it runs, it may delete
+        return (bound | walrus(st.iter)) - deleted(st)
     if isinstance(st, ast.While):
-        return bound | walrus(st.test)
+        return (bound | walrus(st.test)) - deleted(st)
     if isinstance(st, (ast.With, ast.AsyncWith)):
         names = stored([i.optional_vars for i in st.items if i.optional_vars is not None])
         items = set().union(*(walrus(i.context_expr) for i in st.items))
@@ -168,12 +168,13 @@ def definitely_one(st: ast.stmt, bound: set[str]) -> set[str] | Exited:
     if isinstance(st, ast.Try):
         # Past the `try`, either its body and `else` ran to the end or a handler did (whose name is unbound).
         after = definitely(st.body + st.orelse, set(bound))
+        raised = bound - deleted(*st.body)  # a handler runs after part of the body: what it deleted is gone
         for h in st.handlers:
-            handled = definitely(h.body, bound | ({h.name} if h.name else set()))
+            handled = definitely(h.body, raised | ({h.name} if h.name else set()))
             after = after & (handled - {h.name} if isinstance(handled, set) else handled)
         return definitely(st.finalbody, after)
     if isinstance(st, ast.Match):
-        return bound | walrus(st.subject)
+        return (bound | walrus(st.subject)) - deleted(st)
     if isinstance(st, ast.Delete):
         return bound - stored([st])
     if isinstance(st, ast.AugAssign):
@@ -181,6 +182,11 @@ def definitely_one(st: ast.stmt, bound: set[str]) -> set[str] | Exited:
     if isinstance(st, ast.AnnAssign) and st.value is None:
         return set(bound)
     return bound | stored([st])
+
+
+def deleted(*stmts: ast.stmt) -> set[str]:
+    """The names a `del` anywhere in `stmts` unbinds (not in nested scopes: their names are their own)."""
+    return stored([n for st in stmts for n in _walk_scope(st) if isinstance(n, ast.Delete)])
 
 
 def exposed(stmts: list[ast.stmt], bound: set[str]) -> set[str]:

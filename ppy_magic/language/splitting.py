@@ -395,11 +395,13 @@ class _Splitter:
                 return run
             return self.around_unbound(run, bound, in_loop, set(unbound))
         # Names it returns that may have no value where it ends (unbound where it starts, bound on some of its
-        # paths): returned with whether they have one, and the driver unbinds them where they have none.
-        unset = tuple(n for n in unbound if n in passed_through)
+        # paths; or bound where it starts, deleted on some of its paths): returned with whether they have one,
+        # and the driver unbinds them where they have none.
+        after = definitely(run, set(bound))
+        unset = tuple(n for n in outs if isinstance(after, set) and n not in after)
         if unbound:
             return [self.either(run, needed, outs, returns, unbound, assigned, unset)]
-        return self.segment_call(run, needed, outs, returns, assigned)
+        return self.segment_call(run, needed, outs, returns, assigned, unset=unset)
 
     def either(
         self,
