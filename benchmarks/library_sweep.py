@@ -1,10 +1,13 @@
 """``ppy_magic.compile`` on library models the test suite does not name: is each bit for bit eager's?
 
 The tests check the models of ``tests/support/library_models.py``; this sweep runs the same checks on
-``tests/support/more_library_models.py`` (68 models: Mistral, Gemma, Qwen3, OPT, GPT-J, Falcon, BLOOM,
-Phi-3, Cohere, OLMo-2, GPT-Neo, MPT, OLMoE, DeepSeek-V3, gpt-oss, Mamba, RoBERTa, DeBERTa-v2, DINOv2, BEiT,
-ResNet, Swin, SegFormer, CLIP's text model, diffusers' DiT, VQ, SD3 and Flux transformers, x-transformers'
-wrappers and its decoder's options, ...), to find what a model outside that list meets first.
+``tests/support/more_library_models.py`` (104 models: Mistral, Gemma 1-3, Qwen3, OPT, GPT-J, Falcon, BLOOM,
+Phi-3, Cohere, OLMo-2, GPT-Neo, MPT, CTRL, XLNet, RWKV, RecurrentGemma, OLMoE, DeepSeek-V3, gpt-oss,
+Llama 4, JetMoE, PhiMoE, Mamba, RoBERTa, DeBERTa-v2, Longformer, BigBird, ModernBERT, Funnel, mBART,
+Pegasus, LED, Switch Transformers, DINOv2, BEiT, ResNet, Swin v1-2, SegFormer, MobileViT, wav2vec2,
+HuBERT, CLIP's text model, diffusers' DiT, PixArt, Prior, ControlNet, VQ, SD3 and Flux transformers,
+x-transformers' wrappers and its decoder's options, ...), to find what a model outside that list meets
+first.
 Per model: eval under no_grad, train mode with dropout (the RNG seeded alike, its state compared after),
 and every parameter's gradient in both modes, over 3 calls each (``library_models.differences``); for a
 model that generates, ``generate`` greedy (tokens and scores) and sampled (``generate_differences``); the

@@ -5,11 +5,13 @@ Each is an unmodified library class built from a tiny config (32 features, 2 lay
 sequences of 8, 16-pixel images; dropout 0.1 where the config has a single knob for it), with random weights
 from ``library_models.SEED``. The table gives, per model, the config and model class names and the config's
 keywords; the inputs are the shared ones of ``library_models`` (a causal LM's ids and labels, an encoder's
-ids and attention mask, an image). Besides transformers' decoders, encoders, mixtures of experts (OLMoE,
-Qwen3-MoE, DeepSeek-V3, gpt-oss), Mamba and vision models: x-transformers' decoder with its README's options
+ids and attention mask, an image, 400 audio samples). Besides transformers' decoders, encoders, encoder-decoders,
+mixtures of experts (OLMoE, Qwen3-MoE, DeepSeek-V3, gpt-oss, Llama 4, JetMoE, PhiMoE, Switch), recurrent models
+(Mamba, RWKV, RecurrentGemma), vision and audio models: x-transformers' decoder with its README's options
 a few at a time (rotary, ALiBi, relative and dynamic position biases, memory tokens, macaron, residual
 attention, token shift, tied embeddings, value residuals, post-norm, layer dropout), and diffusers' VQ and
-tiny autoencoders, Transformer2DModel, SD3's and Flux's transformers.
+tiny autoencoders, Transformer2DModel, PixArt's, SD3's and Flux's transformers, the Prior transformer and a
+ControlNet.
 """
 
 from __future__ import annotations
@@ -32,6 +34,14 @@ def _image_inputs() -> Inputs:
     return (torch.randn(1, 3, 16, 16, generator=_gen()),), {}
 
 
+def _audio_inputs() -> Inputs:
+    return (torch.randn(1, 400, generator=_gen()),), {}
+
+
+def _translation_inputs() -> Inputs:
+    return (_ids(seed=1),), {"decoder_input_ids": _ids(seed=2, seq=6)}
+
+
 _DECODER = {  # the Llama-shaped configs' keywords
     "hidden_size": 32,
     "intermediate_size": 64,
@@ -50,6 +60,30 @@ _ENCODER = {
     "num_attention_heads": 2,
     "vocab_size": VOCAB,
     "max_position_embeddings": 16,
+}
+_BART = {  # the BART-shaped encoder-decoders' keywords (one layer each side)
+    "d_model": 32,
+    "encoder_layers": 1,
+    "decoder_layers": 1,
+    "encoder_attention_heads": 2,
+    "decoder_attention_heads": 2,
+    "encoder_ffn_dim": 64,
+    "decoder_ffn_dim": 64,
+    "vocab_size": VOCAB,
+    "max_position_embeddings": 16,
+    "decoder_start_token_id": 2,
+    **_SPECIAL,
+}
+_SPEECH = {  # wav2vec2-shaped audio encoders: two conv layers over 400 samples
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "conv_dim": (8, 8),
+    "conv_stride": (5, 2),
+    "conv_kernel": (10, 3),
+    "num_conv_pos_embeddings": 4,
+    "num_conv_pos_embedding_groups": 2,
 }
 _GPT = {"n_embd": 32, "n_layer": 2, "n_head": 2, "vocab_size": VOCAB, "n_positions": 16, **_SPECIAL}
 
@@ -230,6 +264,29 @@ def _flux_inputs() -> Inputs:
         "img_ids": torch.zeros(16, 3),
         "txt_ids": torch.zeros(5, 3),
     }
+
+
+def _pixart_inputs() -> Inputs:
+    g = _gen()
+    return (torch.randn(1, 4, 8, 8, generator=g),), {
+        "encoder_hidden_states": torch.randn(1, 5, 16, generator=g),
+        "timestep": torch.tensor([3]),
+        "added_cond_kwargs": {"resolution": None, "aspect_ratio": None},
+    }
+
+
+def _prior_inputs() -> Inputs:
+    g = _gen()
+    embedding = torch.randn(1, 16, generator=g)
+    return (embedding, torch.tensor([3]), torch.randn(1, 16, generator=g)), {
+        "encoder_hidden_states": torch.randn(1, 4, 16, generator=g)
+    }
+
+
+def _controlnet_inputs() -> Inputs:
+    g = _gen()
+    sample, text = torch.randn(1, 4, 8, 8, generator=g), torch.randn(1, 5, 16, generator=g)
+    return (sample, torch.tensor([3]), text, torch.randn(1, 3, 16, 16, generator=g)), {}
 
 
 _VAE_BLOCKS = {"block_out_channels": (8, 16), "norm_num_groups": 4, "latent_channels": 4}
@@ -506,6 +563,219 @@ MORE_MODELS: tuple[LibraryModel, ...] = (
         {"embedding_size": 8, "hidden_sizes": [8, 16], "depths": [1, 1]},
         inputs=_image_inputs,
     ),
+    # Decoders, mixtures of experts and recurrent models beyond the first list
+    _hf(
+        "gemma3",
+        "Gemma3TextConfig",
+        "Gemma3ForCausalLM",
+        {**_DECODER, "head_dim": 16, "sliding_window": 4},
+        dropout="attention_dropout",
+    ),
+    _hf("nemotron", "NemotronConfig", "NemotronForCausalLM", _DECODER, dropout="attention_dropout"),
+    _hf(
+        "jetmoe",
+        "JetMoeConfig",
+        "JetMoeForCausalLM",
+        {
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "num_key_value_heads": 2,
+            "kv_channels": 8,
+            "intermediate_size": 64,
+            "num_local_experts": 4,
+            "num_experts_per_tok": 2,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 16,
+            **_SPECIAL,
+        },
+    ),
+    _hf("phimoe", "PhimoeConfig", "PhimoeForCausalLM", _MOE),
+    _hf(
+        "llama4",
+        "Llama4TextConfig",
+        "Llama4ForCausalLM",
+        {**_MOE, "head_dim": 16, "intermediate_size_mlp": 64, "num_local_experts": 2, "num_experts_per_tok": 1},
+    ),
+    _hf("ernie4_5", "Ernie4_5Config", "Ernie4_5ForCausalLM", {**_DECODER, "head_dim": 16}),
+    _hf(
+        "ctrl",
+        "CTRLConfig",
+        "CTRLLMHeadModel",
+        {"n_embd": 32, "n_layer": 2, "n_head": 2, "dff": 64, "vocab_size": VOCAB, "n_positions": 16},
+    ),
+    _hf(
+        "openai-gpt",
+        "OpenAIGPTConfig",
+        "OpenAIGPTLMHeadModel",
+        {"n_embd": 32, "n_layer": 2, "n_head": 2, "vocab_size": VOCAB, "n_positions": 16},
+    ),
+    _hf(
+        "xlnet",
+        "XLNetConfig",
+        "XLNetLMHeadModel",
+        {"d_model": 32, "n_layer": 2, "n_head": 2, "d_inner": 64, "vocab_size": VOCAB},
+    ),
+    _hf(
+        "rwkv",
+        "RwkvConfig",
+        "RwkvForCausalLM",
+        {
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "vocab_size": VOCAB,
+            "context_length": 16,
+            "attention_hidden_size": 32,
+            "intermediate_size": 64,
+        },
+    ),
+    _hf(
+        "recurrent-gemma",
+        "RecurrentGemmaConfig",
+        "RecurrentGemmaForCausalLM",
+        {
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "vocab_size": VOCAB,
+            "lru_width": 32,
+            "attention_window_size": 4,
+            "head_dim": 16,
+        },
+    ),
+    # Encoders
+    _hf(
+        "funnel",
+        "FunnelConfig",
+        "FunnelModel",
+        {"d_model": 32, "n_head": 2, "d_head": 16, "d_inner": 64, "block_sizes": [1, 1], "vocab_size": VOCAB},
+        inputs=_encoder_inputs,
+    ),
+    _hf(
+        "squeezebert",
+        "SqueezeBertConfig",
+        "SqueezeBertModel",
+        {**_ENCODER, "embedding_size": 32},
+        inputs=_encoder_inputs,
+    ),
+    _hf(
+        "longformer",
+        "LongformerConfig",
+        "LongformerModel",
+        {**_ENCODER, "attention_window": 4, "max_position_embeddings": 24},
+        inputs=_encoder_inputs,
+    ),
+    _hf(
+        "big-bird",
+        "BigBirdConfig",
+        "BigBirdModel",
+        {**_ENCODER, "attention_type": "original_full"},
+        inputs=_encoder_inputs,
+    ),
+    _hf("mpnet", "MPNetConfig", "MPNetModel", {**_ENCODER, "max_position_embeddings": 24}, inputs=_encoder_inputs),
+    _hf("roformer", "RoFormerConfig", "RoFormerModel", {**_ENCODER, "embedding_size": 32}, inputs=_encoder_inputs),
+    _hf(
+        "esm",
+        "EsmConfig",
+        "EsmModel",
+        {**_ENCODER, "pad_token_id": 1, "max_position_embeddings": 24},
+        inputs=_encoder_inputs,
+    ),
+    _hf(
+        "modernbert",
+        "ModernBertConfig",
+        "ModernBertModel",
+        {**_ENCODER, "global_attn_every_n_layers": 2, "local_attention": 4, **_SPECIAL},
+        inputs=_encoder_inputs,
+    ),
+    _hf(
+        "nystromformer",
+        "NystromformerConfig",
+        "NystromformerModel",
+        {**_ENCODER, "num_landmarks": 4, "segment_means_seq_len": 8},
+        inputs=_encoder_inputs,
+    ),
+    # Encoder-decoders
+    _hf("mbart", "MBartConfig", "MBartForConditionalGeneration", _BART, inputs=_translation_inputs),
+    _hf("pegasus", "PegasusConfig", "PegasusForConditionalGeneration", _BART, inputs=_translation_inputs),
+    _hf("m2m100", "M2M100Config", "M2M100ForConditionalGeneration", _BART, inputs=_translation_inputs),
+    _hf(
+        "led",
+        "LEDConfig",
+        "LEDForConditionalGeneration",
+        {**_BART, "attention_window": 4, "max_encoder_position_embeddings": 16, "max_decoder_position_embeddings": 16},
+        inputs=_translation_inputs,
+    ),
+    _hf(
+        "switch",
+        "SwitchTransformersConfig",
+        "SwitchTransformersForConditionalGeneration",
+        {
+            "d_model": 32,
+            "d_kv": 16,
+            "d_ff": 64,
+            "num_layers": 2,
+            "num_decoder_layers": 2,
+            "num_heads": 2,
+            "vocab_size": VOCAB,
+            "num_experts": 2,
+            "decoder_start_token_id": 0,
+        },
+        inputs=_translation_inputs,
+    ),
+    # Vision and audio
+    _hf(
+        "mobilevit",
+        "MobileViTConfig",
+        "MobileViTModel",
+        {"image_size": 16, "hidden_sizes": [16, 24, 32], "neck_hidden_sizes": [8, 8, 16, 16, 24, 32, 64]},
+        inputs=_image_inputs,
+    ),
+    _hf(
+        "convnextv2",
+        "ConvNextV2Config",
+        "ConvNextV2Model",
+        {"hidden_sizes": [8, 16], "depths": [1, 1], "num_stages": 2},
+        inputs=_image_inputs,
+    ),
+    _hf(
+        "swinv2",
+        "Swinv2Config",
+        "Swinv2Model",
+        {"image_size": 16, "patch_size": 2, "embed_dim": 8, "depths": [1, 1], "num_heads": [1, 2], "window_size": 2},
+        inputs=_image_inputs,
+    ),
+    _hf(
+        "poolformer",
+        "PoolFormerConfig",
+        "PoolFormerModel",
+        {
+            "hidden_sizes": [8, 16],
+            "depths": [1, 1],
+            "num_encoder_blocks": 2,
+            "patch_sizes": [4, 2],
+            "strides": [4, 2],
+            "padding": [1, 0],
+        },
+        inputs=_image_inputs,
+    ),
+    _hf(
+        "regnet",
+        "RegNetConfig",
+        "RegNetModel",
+        {"embedding_size": 8, "hidden_sizes": [8, 16], "depths": [1, 1], "groups_width": 8},
+        inputs=_image_inputs,
+    ),
+    _hf(
+        "mobilenet-v2",
+        "MobileNetV2Config",
+        "MobileNetV2Model",
+        {"image_size": 16, "depth_multiplier": 0.25},
+        inputs=_image_inputs,
+    ),
+    _hf("wav2vec2", "Wav2Vec2Config", "Wav2Vec2Model", _SPEECH, inputs=_audio_inputs),
+    _hf("hubert", "HubertConfig", "HubertModel", _SPEECH, inputs=_audio_inputs),
     *(
         LibraryModel(name, "x-transformers", _x_decoder(*options), _x_inputs, decoder=True, dropout=_X_DROP)
         for name, options in _X_OPTIONS.items()
@@ -590,6 +860,57 @@ MORE_MODELS: tuple[LibraryModel, ...] = (
             axes_dims_rope=(2, 2, 4),
         ),
         _flux_inputs,
+        decoder=False,
+    ),
+    LibraryModel(
+        "pixart",
+        "diffusers",
+        _diffusers(
+            "PixArtTransformer2DModel",
+            num_attention_heads=2,
+            attention_head_dim=8,
+            in_channels=4,
+            out_channels=8,
+            num_layers=1,
+            sample_size=8,
+            patch_size=2,
+            cross_attention_dim=16,
+            caption_channels=16,
+            norm_num_groups=4,
+        ),
+        _pixart_inputs,
+        decoder=False,
+    ),
+    LibraryModel(
+        "prior",
+        "diffusers",
+        _diffusers(
+            "PriorTransformer",
+            num_attention_heads=2,
+            attention_head_dim=8,
+            num_layers=1,
+            embedding_dim=16,
+            num_embeddings=4,
+            additional_embeddings=4,
+        ),
+        _prior_inputs,
+        decoder=False,
+    ),
+    LibraryModel(
+        "controlnet",
+        "diffusers",
+        _diffusers(
+            "ControlNetModel",
+            block_out_channels=(8, 16),
+            layers_per_block=1,
+            in_channels=4,
+            down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+            cross_attention_dim=16,
+            attention_head_dim=2,
+            norm_num_groups=4,
+            conditioning_embedding_out_channels=(8, 8),
+        ),
+        _controlnet_inputs,
         decoder=False,
     ),
 )
