@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy
 import torch
 from torch import nn
 
@@ -764,13 +765,15 @@ def _foreground():
 
 
 def call(model: nn.Module, args: tuple, kwargs: dict, *, train: bool, grad: bool, seed: int) -> tuple[Any, Any]:
-    """One forward: the model in train or eval mode, the global RNGs seeded (torch's, and Python's ``random``,
-    which x-transformers' layer dropout draws from), the inputs deep-copied (so a model that writes its inputs
-    cannot reach the other side's); (output, torch's RNG state after)."""
+    """One forward: the model in train or eval mode, the global RNGs seeded (torch's, Python's ``random``,
+    which x-transformers' layer dropout draws from, and NumPy's, which wav2vec2's time masking draws from), the
+    inputs deep-copied (so a model that writes its inputs cannot reach the other side's); (output, torch's RNG
+    state after)."""
     model.train(train)
     args, kwargs = copy.deepcopy((args, kwargs))
     torch.manual_seed(seed)
     random.seed(seed)
+    numpy.random.seed(seed)
     with torch.set_grad_enabled(grad), _foreground():
         out = model(*args, **kwargs)
     return out, torch.get_rng_state()
