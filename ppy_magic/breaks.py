@@ -28,7 +28,7 @@ from typing import Any
 
 from . import backend, region, variants
 from .errors import CompileError
-from .language import hoisting, splitting, statement_facts
+from .language import hoisting, segment_edges, splitting, statement_facts
 from .language.function import ignored_extras
 
 
@@ -269,7 +269,7 @@ class Splitter:
         out = []
         for name in seg.outs:
             node = copy.copy(seg.node)
-            ret = ast.Return(value=splitting.returned_value(name, seg.unset))
+            ret = ast.Return(value=segment_edges.returned_value(name, seg.unset))
             node.body = [*seg.node.body[:-1], ast.copy_location(ret, seg.node.body[-1])]
             ast.fix_missing_locations(node)
             try:

@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 
 from . import hoisting
+from . import segment_edges as edges
 from .liveness import (
     EXITED,
     Exited,
@@ -466,9 +467,9 @@ class _Splitter:
             self.python.append((first, last, why))
             return list(run)
         name = f"{self.prefix}{len(self.segments)}"
-        body = [_declared_unbound(n, run[0]) for n in unbound_here if n not in assigned] + list(run)
+        body = [edges.declared_unbound(n, run[0]) for n in unbound_here if n not in assigned] + list(run)
         if not returns:
-            body.append(ast.Return(value=_names_value(outs, unset)))
+            body.append(ast.Return(value=edges.names_value(outs, unset)))
         # The function's **kwargs, read and not rebound by the run: passed on as keywords (a region takes
         # them by name, a dict it does not); the other inputs are then positional-only (``Segment.keywords``).
         if keywords:
@@ -496,7 +497,7 @@ class _Splitter:
             args=[ast.Name(id=p, ctx=ast.Load()) for p in params],
             keywords=[ast.keyword(arg=None, value=ast.Name(id=star, ctx=ast.Load()))] if keywords else [],
         )
-        flags = [_bound_flag(n) for n in unset]
+        flags = [edges.bound_flag(n) for n in unset]
         if returns:
             stmts: list[ast.stmt] = [ast.Return(value=call)]
         elif not outs:
@@ -507,26 +508,13 @@ class _Splitter:
             target = ast.Tuple(elts=[ast.Name(id=o, ctx=ast.Store()) for o in [*outs, *flags]], ctx=ast.Store())
             stmts = [ast.Assign(targets=[target], value=call)]
             for n, flag in zip(unset, flags, strict=True):
-                stmts += _unbind_unless(n, flag)
+                stmts += edges.unbind_unless(n, flag)
         for stmt in stmts:
             for n in ast.walk(stmt):
                 if hasattr(n, "lineno") or isinstance(n, (ast.expr, ast.stmt)):
                     n.lineno, n.col_offset = first, run[0].col_offset
                     n.end_lineno, n.end_col_offset = last, run[-1].end_col_offset or 0
         return stmts
-
-
-def _declared_unbound(name: str, at: ast.stmt) -> ast.stmt:
-    """``if False: name = None``: makes `name` a local of the segment that has no value (Python reads it as
-    one, and so does the region: a read raises UnboundLocalError), binding nothing."""
-    st = ast.If(
-        test=ast.Constant(value=False),
-        body=[ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=ast.Constant(value=None))],
-        orelse=[],
-    )
-    for n in ast.walk(st):
-        ast.copy_location(n, at)
-    return st
 
 
 INNER = "__ppy_function__"  # the name `factory` gives the function: its own name in its body stays a global
@@ -553,44 +541,6 @@ def factory(fn: ast.FunctionDef, names: list[str]) -> ast.Module:
 
 def _self_name(fn: ast.FunctionDef) -> str | None:
     return fn.args.args[0].arg if fn.args.args else None
-
-
-def _names_value(names: list[str], unset: tuple[str, ...] = ()) -> ast.expr:
-    if not names:
-        return ast.Constant(value=None)
-    if len(names) == 1 and not unset:
-        return ast.Name(id=names[0], ctx=ast.Load())
-    values = [returned_value(n, unset) for n in names] + [_has_value(n) for n in unset]
-    return ast.Tuple(elts=values, ctx=ast.Load())
-
-
-def returned_value(name: str, unset: tuple[str, ...] = ()) -> ast.expr:
-    """How a segment returns `name`: itself, or where it may have no value (`unset`), itself if it has one
-    and None if not (``name if "name" in locals() else None``: Python and a region read it alike)."""
-    value = ast.Name(id=name, ctx=ast.Load())
-    if name not in unset:
-        return value
-    return ast.IfExp(test=_has_value(name), body=value, orelse=ast.Constant(value=None))
-
-
-def _has_value(name: str) -> ast.expr:
-    locals_call = ast.Call(func=ast.Name(id="locals", ctx=ast.Load()), args=[], keywords=[])
-    return ast.Compare(left=ast.Constant(value=name), ops=[ast.In()], comparators=[locals_call])
-
-
-def _bound_flag(name: str) -> str:
-    return f"__ppy_has_{name}"
-
-
-def _unbind_unless(name: str, flag: str) -> list[ast.stmt]:
-    """``if not flag: del name`` and ``del flag``: the driver's `name` has no value where the segment's had
-    none, as after the Python it stands for; the flag is gone again."""
-    unbind = ast.If(
-        test=ast.UnaryOp(op=ast.Not(), operand=ast.Name(id=flag, ctx=ast.Load())),
-        body=[ast.Delete(targets=[ast.Name(id=name, ctx=ast.Del())])],
-        orelse=[],
-    )
-    return [unbind, ast.Delete(targets=[ast.Name(id=flag, ctx=ast.Del())])]
 
 
 def _locate(node: ast.stmt, fn: ast.FunctionDef) -> None:
