@@ -75,7 +75,7 @@ class Splitter:
         self._made: dict[tuple, Part] = {}  # segments by what they are: kept across splits
         self.hoists: dict[int, list[ast.expr]] = {}  # id(statement) -> values read in Python just before it
         self.origins: dict[int, ast.stmt] = {}  # id(a statement rewritten to read them) -> the statement
-        self.hoisted: dict[str, ast.expr] = {}  # the name a hoisted value is read into -> the value as written
+        self.hoisted: dict[str, ast.expr] = {}  # the installed split's hoisted names -> the values as written
         self.signature: str | None = None  # why the arguments are bound in Python, if that split it
         self.lifts: dict[int, list[ast.stmt]] = {}  # id(a call no region takes) -> it, argument by argument
         self.lifted: dict[int, ast.stmt] = {}  # id(one of those statements) -> the statement written
@@ -178,7 +178,7 @@ class Splitter:
         if not new:
             return False
         for s in new:
-            self.breaks[id(s)] = (s, why)
+            self.breaks[id(s)] = (s, self._as_written(why))
             self.hoists.pop(id(s), None)
         self._install()
         return True
@@ -287,7 +287,7 @@ class Splitter:
             node, set(self.breaks), free, hoists=self.hoists, lifts=self.lifts, python_runs=self.python_runs
         )
         self.origins.update(layout.origins)
-        self.hoisted.update(layout.hoisted)
+        self.hoisted = layout.hoisted  # this split's: the names restart at each split
         parts = []
         for seg in layout.segments:
             key = (seg.first_line, seg.last_line, seg.ins, seg.outs, seg.returns)

@@ -399,7 +399,7 @@ class _Splitter:
         # paths; or bound where it starts, deleted on some of its paths): returned with whether they have one,
         # and the driver unbinds them where they have none.
         after = definitely(run, set(bound))
-        unset = tuple(n for n in outs if isinstance(after, set) and n not in after)
+        unset = tuple(n for n in outs if n not in after) if isinstance(after, set) else ()
         if unbound:
             return [self.either(run, needed, outs, returns, unbound, assigned, unset)]
         return self.segment_call(run, needed, outs, returns, assigned, unset=unset)
